@@ -1,0 +1,29 @@
+# Nylon: the two commands are `make run` and `make test`; both do all the set-up themselves.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench-locomo clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(PY) manage.py nylon_run
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+bench-locomo: $(STAMP)
+	$(PY) manage.py locomo_eval --data ../shared/locomo
+
+clean:
+	rm -rf $(VENV) .nylon

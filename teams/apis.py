@@ -1,0 +1,304 @@
+"""Tenancy REST API: /api/v1/org, teams, members, agents, keys."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+
+from nylon_project.api import Api, StrictSerializer
+from nylon_project.pagination import CursorPage
+
+from . import access, selectors, services
+from .models import Role, Scope, TeamRole
+
+
+def paginate(view: Api, qs, serializer_cls):
+    paginator = CursorPage()
+    page = paginator.paginate_queryset(qs, view.request, view=view)
+    return paginator.get_paginated_response(serializer_cls(page, many=True).data)
+
+
+class OrgOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    slug = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class OrgCurrentApi(Api):
+    class InputSerializer(StrictSerializer):
+        name = serializers.CharField(max_length=200)
+
+    class OutputSerializer(OrgOutput):
+        actor = serializers.SerializerMethodField()
+
+        def get_actor(self, org) -> dict:
+            actor = self.context["actor"]
+            return {"kind": actor.kind, "id": actor.id, "label": actor.label, "role": actor.role,
+                    "scopes": sorted(actor.scopes), "team_ids": sorted(actor.team_ids)}
+
+    @extend_schema(responses=OutputSerializer)
+    def get(self, request):
+        return Response(self.OutputSerializer(request.org, context={"actor": request.actor}).data)
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    def patch(self, request):
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        org = services.organization_update(actor=request.actor, request_id=self.request_id(), **s.validated_data)
+        return Response(self.OutputSerializer(org, context={"actor": request.actor}).data)
+
+
+class TeamOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    slug = serializers.CharField()
+    description = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class TeamInput(StrictSerializer):
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+
+
+class TeamListCreateApi(Api):
+    @extend_schema(responses=TeamOutput(many=True))
+    def get(self, request):
+        return paginate(self, selectors.team_list(actor=request.actor), TeamOutput)
+
+    @extend_schema(request=TeamInput, responses={201: TeamOutput})
+    def post(self, request):
+        s = TeamInput(data=request.data)
+        s.is_valid(raise_exception=True)
+        team = services.team_create(actor=request.actor, request_id=self.request_id(), **s.validated_data)
+        return Response(TeamOutput(team).data, status=status.HTTP_201_CREATED)
+
+
+class TeamDetailApi(Api):
+    class UpdateInput(TeamInput):
+        name = serializers.CharField(max_length=200, required=False)
+
+    @extend_schema(responses=TeamOutput)
+    def get(self, request, team_id: int):
+        return Response(TeamOutput(access.access_team_by_id(request.actor, team_id, for_write=False)).data)
+
+    @extend_schema(request=UpdateInput, responses=TeamOutput)
+    def patch(self, request, team_id: int):
+        team = access.access_team_by_id(request.actor, team_id, for_write=True)
+        s = self.UpdateInput(data=request.data)
+        s.is_valid(raise_exception=True)
+        team = services.team_update(actor=request.actor, team=team, data=s.validated_data,
+                                   request_id=self.request_id())
+        return Response(TeamOutput(team).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, team_id: int):
+        team = access.access_team_by_id(request.actor, team_id, for_write=True)
+        services.team_delete(actor=request.actor, team=team, request_id=self.request_id())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TeamMemberOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    user_id = serializers.IntegerField()
+    username = serializers.CharField(source="user.username")
+    role = serializers.CharField()
+
+
+class TeamMemberListApi(Api):
+    class InputSerializer(StrictSerializer):
+        user_id = serializers.IntegerField(min_value=1)
+        role = serializers.ChoiceField(choices=TeamRole.choices, default=TeamRole.MEMBER)
+
+    @extend_schema(responses=TeamMemberOutput(many=True))
+    def get(self, request, team_id: int):
+        team = access.access_team_by_id(request.actor, team_id, for_write=False)
+        return paginate(self, selectors.team_member_list(actor=request.actor, team=team), TeamMemberOutput)
+
+    @extend_schema(request=InputSerializer, responses={201: TeamMemberOutput})
+    def post(self, request, team_id: int):
+        team = access.access_team_by_id(request.actor, team_id, for_write=True)
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        tm = services.team_member_set(actor=request.actor, team=team, request_id=self.request_id(),
+                                      **s.validated_data)
+        return Response(TeamMemberOutput(tm).data, status=status.HTTP_201_CREATED)
+
+
+class TeamMemberDetailApi(Api):
+    @extend_schema(responses={204: None})
+    def delete(self, request, team_id: int, user_id: int):
+        team = access.access_team_by_id(request.actor, team_id, for_write=True)
+        if not services.team_member_remove(actor=request.actor, team=team, user_id=user_id,
+                                           request_id=self.request_id()):
+            raise Http404
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MemberOutput(serializers.Serializer):
+    user_id = serializers.IntegerField()
+    username = serializers.CharField(source="user.username")
+    email = serializers.CharField(source="user.email")
+    role = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class MemberListApi(Api):
+    class InputSerializer(StrictSerializer):
+        email = serializers.EmailField()
+        role = serializers.ChoiceField(choices=Role.choices, default=Role.MEMBER)
+
+    @extend_schema(responses=MemberOutput(many=True))
+    def get(self, request):
+        return paginate(self, selectors.member_list(actor=request.actor), MemberOutput)
+
+    @extend_schema(request=InputSerializer, responses={201: MemberOutput})
+    def post(self, request):
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        m = services.member_add(actor=request.actor, request_id=self.request_id(), **s.validated_data)
+        return Response(MemberOutput(m).data, status=status.HTTP_201_CREATED)
+
+
+class MemberDetailApi(Api):
+    class InputSerializer(StrictSerializer):
+        role = serializers.ChoiceField(choices=Role.choices)
+
+    @extend_schema(responses=MemberOutput)
+    def get(self, request, user_id: int):
+        return Response(MemberOutput(access.access_membership_by_user_id(request.actor, user_id,
+                                                                         for_write=False)).data)
+
+    @extend_schema(request=InputSerializer, responses=MemberOutput)
+    def patch(self, request, user_id: int):
+        m = access.access_membership_by_user_id(request.actor, user_id, for_write=True)
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        m = services.member_set_role(actor=request.actor, membership=m, role=s.validated_data["role"],
+                                     request_id=self.request_id())
+        return Response(MemberOutput(m).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, user_id: int):
+        m = access.access_membership_by_user_id(request.actor, user_id, for_write=True)
+        services.member_remove(actor=request.actor, membership=m, request_id=self.request_id())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AgentOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    team_id = serializers.IntegerField(allow_null=True)
+    is_active = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+
+
+def _team_or_none(actor, team_id):
+    if team_id is None:
+        return None
+    try:
+        return access.access_team_by_id(actor, team_id, for_write=False)
+    except Http404:
+        raise serializers.ValidationError({"team_id": ["No such team."]}) from None
+
+
+class AgentListCreateApi(Api):
+    class InputSerializer(StrictSerializer):
+        name = serializers.CharField(max_length=200)
+        description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+        team_id = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+
+    @extend_schema(responses=AgentOutput(many=True))
+    def get(self, request):
+        return paginate(self, selectors.agent_list(actor=request.actor), AgentOutput)
+
+    @extend_schema(request=InputSerializer, responses={201: AgentOutput})
+    def post(self, request):
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        data = dict(s.validated_data)
+        team = _team_or_none(request.actor, data.pop("team_id", None))
+        agent = services.agent_create(actor=request.actor, team=team, request_id=self.request_id(), **data)
+        return Response(AgentOutput(agent).data, status=status.HTTP_201_CREATED)
+
+
+class AgentDetailApi(Api):
+    class InputSerializer(StrictSerializer):
+        name = serializers.CharField(max_length=200, required=False)
+        description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+        team_id = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+        is_active = serializers.BooleanField(required=False)
+
+    @extend_schema(responses=AgentOutput)
+    def get(self, request, agent_id: int):
+        return Response(AgentOutput(access.access_agent_by_id(request.actor, agent_id, for_write=False)).data)
+
+    @extend_schema(request=InputSerializer, responses=AgentOutput)
+    def patch(self, request, agent_id: int):
+        agent = access.access_agent_by_id(request.actor, agent_id, for_write=True)
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        data = dict(s.validated_data)
+        if "team_id" in data:
+            data["team"] = _team_or_none(request.actor, data.pop("team_id"))
+        agent = services.agent_update(actor=request.actor, agent=agent, data=data, request_id=self.request_id())
+        return Response(AgentOutput(agent).data)
+
+    @extend_schema(responses=AgentOutput)
+    def delete(self, request, agent_id: int):
+        agent = access.access_agent_by_id(request.actor, agent_id, for_write=True)
+        agent = services.agent_deactivate(actor=request.actor, agent=agent, request_id=self.request_id())
+        return Response(AgentOutput(agent).data)
+
+
+class KeyOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    agent_id = serializers.IntegerField()
+    name = serializers.CharField()
+    prefix = serializers.CharField()
+    scopes = serializers.ListField(child=serializers.CharField())
+    created_at = serializers.DateTimeField()
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+
+
+class KeyCreatedOutput(KeyOutput):
+    key = serializers.CharField(help_text="The plain key. Shown once; store it now.")
+
+
+class AgentKeyListCreateApi(Api):
+    class InputSerializer(StrictSerializer):
+        name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        scopes = serializers.ListField(
+            child=serializers.ChoiceField(choices=Scope.choices), required=False, allow_empty=False, max_length=2
+        )
+
+    @extend_schema(responses=KeyOutput(many=True))
+    def get(self, request, agent_id: int):
+        agent = access.access_agent_by_id(request.actor, agent_id, for_write=False)
+        if not (request.actor.is_org_admin or (request.actor.agent and request.actor.agent.id == agent.id)):
+            access.require_org_admin(request.actor, action="API key management")
+        return paginate(self, selectors.key_list(actor=request.actor, agent=agent), KeyOutput)
+
+    @extend_schema(request=InputSerializer, responses={201: KeyCreatedOutput})
+    def post(self, request, agent_id: int):
+        agent = access.access_agent_by_id(request.actor, agent_id, for_write=True)
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        key, plain = services.api_key_create(actor=request.actor, agent=agent, request_id=self.request_id(),
+                                             **s.validated_data)
+        data = dict(KeyOutput(key).data)
+        data["key"] = plain
+        return Response(data, status=status.HTTP_201_CREATED)
+
+
+class KeyRevokeApi(Api):
+    @extend_schema(request=None, responses=KeyOutput)
+    def post(self, request, key_id: int):
+        key = access.access_key_by_id(request.actor, key_id, for_write=True)
+        key = services.api_key_revoke(actor=request.actor, key=key, request_id=self.request_id())
+        return Response(KeyOutput(key).data)

@@ -1,0 +1,218 @@
+"""The one authentication class of the API: it puts the tenant and the actor on the request.
+
+An actor is either a console user (Django session, org chosen by ``X-Nylon-Org`` or the session)
+or an agent (``Authorization: Bearer nyl_…`` / ``X-Api-Key``). Views read ``request.actor`` and
+``request.org``; they never decide access themselves (see ``teams.access``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.utils import timezone
+from rest_framework import authentication, exceptions, permissions, throttling
+
+from .models import ROLE_RANK, Agent, ApiKey, Membership, Organization, Role, Scope, TeamMembership, TeamRole
+
+KEY_PREFIX = "nyl_"
+
+
+@dataclass(frozen=True)
+class Actor:
+    org: Organization
+    user: object | None = None  # django User
+    agent: Agent | None = None
+    role: str | None = None  # org role of a user; agents have none
+    scopes: frozenset[str] = frozenset({Scope.READ, Scope.WRITE})
+    team_ids: frozenset[int] = frozenset()
+    team_admin_ids: frozenset[int] = frozenset()
+    key_id: int | None = None
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def kind(self) -> str:
+        return "agent" if self.agent is not None else "user"
+
+    @property
+    def id(self) -> int:
+        return self.agent.id if self.agent is not None else self.user.id  # type: ignore[union-attr]
+
+    @property
+    def label(self) -> str:
+        if self.agent is not None:
+            return f"agent:{self.agent.name}"
+        return f"user:{self.user.get_username()}"  # type: ignore[union-attr]
+
+    @property
+    def owner_key(self) -> int:
+        """Engine owner key: users and agents live in one int64 space (user 2n, agent 2n+1)."""
+        return owner_key(user_id=self.user.id if self.user is not None else None,
+                         agent_id=self.agent.id if self.agent is not None else None)
+
+    @property
+    def is_org_admin(self) -> bool:
+        return self.role is not None and ROLE_RANK.get(self.role, 0) >= ROLE_RANK[Role.ADMIN]
+
+    @property
+    def is_org_owner(self) -> bool:
+        return self.role == Role.OWNER
+
+    def can(self, scope: str) -> bool:
+        return scope in self.scopes
+
+
+def owner_key(*, user_id: int | None, agent_id: int | None) -> int:
+    if agent_id is not None:
+        return agent_id * 2 + 1
+    if user_id is not None:
+        return user_id * 2
+    raise ValueError("an owner is a user or an agent")
+
+
+class AgentPrincipal:
+    """Stands in for ``request.user`` when an agent key authenticated the request."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_staff = False
+    is_superuser = False
+
+    def __init__(self, agent: Agent):
+        self.agent = agent
+        self.pk = self.id = agent.pk
+
+    def __str__(self) -> str:
+        return f"agent:{self.agent.name}"
+
+
+def hash_secret(secret: str) -> str:
+    # Keys carry 160+ bits of randomness, so a fast hash is the right tool (no salt/KDF needed).
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def parse_key(raw: str) -> tuple[str, str] | None:
+    if not raw.startswith(KEY_PREFIX):
+        return None
+    body = raw[len(KEY_PREFIX):]
+    prefix, sep, secret = body.partition("_")
+    if not sep or not prefix or not secret or len(prefix) > 16:
+        return None
+    return prefix, secret
+
+
+def actor_for_user(user, org: Organization) -> Actor | None:
+    membership = Membership.objects.filter(org=org, user=user).first()
+    if membership is None:
+        return None
+    tms = list(TeamMembership.objects.filter(org=org, user=user).values_list("team_id", "role"))
+    return Actor(
+        org=org,
+        user=user,
+        role=membership.role,
+        team_ids=frozenset(t for t, _ in tms),
+        team_admin_ids=frozenset(t for t, r in tms if r == TeamRole.ADMIN),
+    )
+
+
+def actor_for_agent(agent: Agent, *, scopes: frozenset[str], key_id: int | None = None) -> Actor:
+    return Actor(
+        org=agent.org,
+        agent=agent,
+        scopes=scopes,
+        team_ids=frozenset({agent.team_id}) if agent.team_id else frozenset(),
+        key_id=key_id,
+    )
+
+
+def authenticate_key(raw: str) -> Actor | None:
+    parsed = parse_key(raw)
+    if parsed is None:
+        return None
+    prefix, secret = parsed
+    key = (
+        ApiKey.objects.select_related("agent", "agent__org", "org")
+        .filter(prefix=prefix, revoked_at__isnull=True)
+        .first()
+    )
+    if key is None or not hmac.compare_digest(key.secret_hash, hash_secret(secret)):
+        return None
+    if not key.agent.is_active or key.agent.org_id != key.org_id:
+        return None
+    now = timezone.now()
+    # Touch last_used_at at most once a minute: a write per request would serialise hot keys.
+    if key.last_used_at is None or now - key.last_used_at > timedelta(seconds=60):
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+    return actor_for_agent(key.agent, scopes=frozenset(key.scopes), key_id=key.pk)
+
+
+def key_from_headers(headers) -> str | None:
+    auth = headers.get("Authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return headers.get("X-Api-Key") or None
+
+
+class NylonAuthentication(authentication.BaseAuthentication):
+    """Agent key or console session; sets ``request.org`` and ``request.actor``."""
+
+    def authenticate(self, request):
+        raw = key_from_headers(request.headers)
+        if raw is not None:
+            actor = authenticate_key(raw)
+            if actor is None:
+                raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
+            request.actor, request.org = actor, actor.org
+            return AgentPrincipal(actor.agent), actor
+
+        user = getattr(request._request, "user", None)
+        if user is None or not user.is_authenticated or not user.is_active:
+            return None
+        authentication.SessionAuthentication().enforce_csrf(request)
+        org = self._org_for_user(request, user)
+        actor = actor_for_user(user, org) if org is not None else None
+        if actor is None:
+            raise exceptions.PermissionDenied("You are not a member of any organisation.")
+        request.actor, request.org = actor, org
+        return user, actor
+
+    @staticmethod
+    def _org_for_user(request, user) -> Organization | None:
+        wanted = request.headers.get("X-Nylon-Org") or request._request.session.get("org_slug")
+        orgs = Organization.objects.filter(memberships__user=user)
+        if wanted:
+            org = orgs.filter(slug=wanted).first()
+            if org is None:
+                # An org you are not in does not exist for you.
+                raise exceptions.NotFound("No such organisation.")
+            return org
+        return orgs.order_by("id").first()
+
+    def authenticate_header(self, request) -> str:
+        return 'Bearer realm="nylon"'
+
+
+class IsOrgActor(permissions.BasePermission):
+    """Authenticated, inside an org, and — for agents — holding the scope the method needs."""
+
+    message = "This key lacks the scope for this request."
+
+    def has_permission(self, request, view) -> bool:
+        actor = getattr(request, "actor", None)
+        if actor is None:
+            return False
+        needed = Scope.READ if request.method in permissions.SAFE_METHODS else Scope.WRITE
+        return actor.can(needed)
+
+
+class ActorRateThrottle(throttling.SimpleRateThrottle):
+    scope = "actor"
+
+    def get_cache_key(self, request, view):
+        actor = getattr(request, "actor", None)
+        if actor is None:
+            return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+        ident = f"key{actor.key_id}" if actor.key_id else f"{actor.kind}{actor.id}"
+        return self.cache_format % {"scope": self.scope, "ident": ident}

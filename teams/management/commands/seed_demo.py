@@ -1,0 +1,43 @@
+"""Create the demo organisation, an admin login and one agent API key (printed once)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from teams import services
+from teams.models import Agent, Organization
+
+
+class Command(BaseCommand):
+    help = "Create the demo org, admin login and agent key if they do not exist (idempotent)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--org", default="demo")
+        parser.add_argument("--username", default=os.environ.get("NYLON_ADMIN_USER", "admin"))
+        parser.add_argument("--password", default=os.environ.get("NYLON_ADMIN_PASSWORD", ""))
+
+    @transaction.atomic
+    def handle(self, *args, org: str, username: str, password: str, **opts):
+        User = get_user_model()
+        if Organization.objects.filter(slug=org).exists():
+            self.stdout.write(f"Demo organisation '{org}' exists; keeping its data (keys are not shown again).")
+            return
+        password = password or secrets.token_urlsafe(12)
+        user = User.objects.filter(username=username).first()
+        if user is None:
+            user = User.objects.create_superuser(username=username, email=f"{username}@example.com",
+                                                 password=password)
+        else:
+            user.set_password(password)
+            user.save(update_fields=["password"])
+        organisation = services.organization_create(name="Demo", slug=org, owner=user)
+        agent = Agent.objects.create(org=organisation, name="demo-agent", created_by=user)
+        _, plain = services.api_key_create(actor=None, agent=agent, name="demo")
+        self.stdout.write(self.style.SUCCESS("Demo organisation created."))
+        self.stdout.write(f"  console login : {username} / {password}")
+        self.stdout.write(f"  agent API key : {plain}   (shown once; store it now)")

@@ -1,0 +1,122 @@
+"""Tenancy: organisations (tenants), teams, memberships with roles, agents and their API keys.
+
+Every tenant row carries its ``org`` so any lookup can be scoped by org first; a row of another
+org is simply not found (404), never forbidden.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class Organization(models.Model):
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=80, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Per-org overrides (LLM provider, budgets); validated by the services that read them.
+    settings = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", _("Owner")
+    ADMIN = "admin", _("Admin")
+    MEMBER = "member", _("Member")
+
+
+ROLE_RANK = {Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}
+
+
+class Membership(models.Model):
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "user"], name="uniq_membership_org_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}@{self.org_id}:{self.role}"
+
+
+class Team(models.Model):
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="teams")
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=80)
+    description = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "slug"], name="uniq_team_org_slug")]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class TeamRole(models.TextChoices):
+    ADMIN = "admin", _("Team admin")
+    MEMBER = "member", _("Team member")
+
+
+class TeamMembership(models.Model):
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="team_memberships")
+    role = models.CharField(max_length=16, choices=TeamRole.choices, default=TeamRole.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "user"], name="uniq_team_membership")]
+
+
+class Agent(models.Model):
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agents")
+    team = models.ForeignKey(Team, on_delete=models.SET_NULL, null=True, blank=True, related_name="agents")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "name"], name="uniq_agent_org_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Scope(models.TextChoices):
+    READ = "read", _("Read")
+    WRITE = "write", _("Write")
+
+
+class ApiKey(models.Model):
+    """An agent's key. Only a SHA-256 of the secret is stored; the plain key is shown once.
+
+    Format: ``nyl_<prefix>_<secret>``. The prefix is unique and indexed so a request costs one
+    indexed lookup plus a constant-time hash comparison.
+    """
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="api_keys")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="keys")
+    name = models.CharField(max_length=200, blank=True, default="")
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

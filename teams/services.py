@@ -1,0 +1,229 @@
+"""Writes for tenancy objects: keyword-only, atomic, audited."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.text import slugify
+from rest_framework.exceptions import PermissionDenied, ValidationError
+
+from assets import audit
+
+from .access import require_org_admin
+from .auth import KEY_PREFIX, Actor, hash_secret
+from .models import ROLE_RANK, Agent, ApiKey, Membership, Organization, Role, Scope, Team, TeamMembership
+
+User = get_user_model()
+
+
+def _unique_slug(base: str, exists) -> str:
+    root = slugify(base)[:70] or "x"
+    slug, n = root, 1
+    while exists(slug):
+        n += 1
+        slug = f"{root}-{n}"
+    return slug
+
+
+@transaction.atomic
+def organization_create(*, name: str, owner, slug: str | None = None) -> Organization:
+    slug = slug or _unique_slug(name, lambda s: Organization.objects.filter(slug=s).exists())
+    if Organization.objects.filter(slug=slug).exists():
+        raise ValidationError({"slug": ["An organisation with this slug exists."]})
+    org = Organization.objects.create(name=name, slug=slug)
+    Membership.objects.create(org=org, user=owner, role=Role.OWNER)
+    audit.record(actor=None, org=org, action="org.create", object_type="org", object_id=org.id,
+                 detail={"owner": owner.get_username()})
+    return org
+
+
+@transaction.atomic
+def organization_update(*, actor: Actor, name: str, request_id: str = "") -> Organization:
+    require_org_admin(actor, action="organisation changes")
+    org = Organization.objects.select_for_update().get(pk=actor.org.pk)
+    org.name = name
+    org.save(update_fields=["name"])
+    audit.record(actor=actor, action="org.update", object_type="org", object_id=org.id,
+                 detail={"name": name}, request_id=request_id)
+    return org
+
+
+@transaction.atomic
+def team_create(*, actor: Actor, name: str, description: str = "", request_id: str = "") -> Team:
+    require_org_admin(actor, action="team creation")
+    slug = _unique_slug(name, lambda s: Team.objects.filter(org=actor.org, slug=s).exists())
+    team = Team.objects.create(org=actor.org, name=name, slug=slug, description=description)
+    audit.record(actor=actor, action="team.create", object_type="team", object_id=team.id,
+                 detail={"name": name}, request_id=request_id)
+    return team
+
+
+@transaction.atomic
+def team_update(*, actor: Actor, team: Team, data: dict, request_id: str = "") -> Team:
+    for field in ("name", "description"):
+        if field in data:
+            setattr(team, field, data[field])
+    team.save()
+    audit.record(actor=actor, action="team.update", object_type="team", object_id=team.id,
+                 detail=data, request_id=request_id)
+    return team
+
+
+@transaction.atomic
+def team_delete(*, actor: Actor, team: Team, request_id: str = "") -> None:
+    require_org_admin(actor, action="team deletion")
+    audit.record(actor=actor, action="team.delete", object_type="team", object_id=team.id,
+                 detail={"name": team.name}, request_id=request_id)
+    team.delete()
+
+
+@transaction.atomic
+def team_member_set(*, actor: Actor, team: Team, user_id: int, role: str, request_id: str = "") -> TeamMembership:
+    if not Membership.objects.filter(org=actor.org, user_id=user_id).exists():
+        raise ValidationError({"user_id": ["Not a member of this organisation."]})
+    tm, _ = TeamMembership.objects.update_or_create(
+        team=team, user_id=user_id, defaults={"org": actor.org, "role": role}
+    )
+    audit.record(actor=actor, action="team.member_set", object_type="team", object_id=team.id,
+                 detail={"user_id": user_id, "role": role}, request_id=request_id)
+    return tm
+
+
+@transaction.atomic
+def team_member_remove(*, actor: Actor, team: Team, user_id: int, request_id: str = "") -> bool:
+    deleted, _ = TeamMembership.objects.filter(org=actor.org, team=team, user_id=user_id).delete()
+    if deleted:
+        audit.record(actor=actor, action="team.member_remove", object_type="team", object_id=team.id,
+                     detail={"user_id": user_id}, request_id=request_id)
+    return bool(deleted)
+
+
+def _check_role_change(actor: Actor, *, old: str | None, new: str) -> None:
+    require_org_admin(actor, action="membership changes")
+    # Only owners can create or demote owners: an admin must not be able to take over the org.
+    if Role.OWNER in (old, new) and not actor.is_org_owner:
+        raise PermissionDenied("Only owners can grant or remove the owner role.")
+    if ROLE_RANK.get(new, 0) == 0:
+        raise ValidationError({"role": ["Unknown role."]})
+
+
+@transaction.atomic
+def member_add(*, actor: Actor, email: str, role: str, request_id: str = "") -> Membership:
+    _check_role_change(actor, old=None, new=role)
+    user = User.objects.filter(email__iexact=email).first()
+    if user is None:
+        user = User.objects.create_user(username=email.lower(), email=email.lower())
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    try:
+        with transaction.atomic():
+            membership = Membership.objects.create(org=actor.org, user=user, role=role)
+    except IntegrityError:
+        raise ValidationError({"email": ["Already a member."]}) from None
+    audit.record(actor=actor, action="member.add", object_type="user", object_id=user.id,
+                 detail={"role": role}, request_id=request_id)
+    return membership
+
+
+@transaction.atomic
+def member_set_role(*, actor: Actor, membership: Membership, role: str, request_id: str = "") -> Membership:
+    _check_role_change(actor, old=membership.role, new=role)
+    if membership.role == Role.OWNER and role != Role.OWNER:
+        _ensure_other_owner(membership)
+    old = membership.role
+    membership.role = role
+    membership.save(update_fields=["role"])
+    audit.record(actor=actor, action="member.role", object_type="user", object_id=membership.user_id,
+                 detail={"from": old, "to": role}, request_id=request_id)
+    return membership
+
+
+def _ensure_other_owner(membership: Membership) -> None:
+    others = Membership.objects.filter(org=membership.org, role=Role.OWNER).exclude(pk=membership.pk)
+    if not others.exists():
+        raise ValidationError({"role": ["An organisation needs at least one owner."]})
+
+
+@transaction.atomic
+def member_remove(*, actor: Actor, membership: Membership, request_id: str = "") -> None:
+    _check_role_change(actor, old=membership.role, new=Role.MEMBER)
+    if membership.role == Role.OWNER:
+        _ensure_other_owner(membership)
+    TeamMembership.objects.filter(org=actor.org, user_id=membership.user_id).delete()
+    audit.record(actor=actor, action="member.remove", object_type="user", object_id=membership.user_id,
+                 request_id=request_id)
+    membership.delete()
+
+
+@transaction.atomic
+def agent_create(*, actor: Actor, name: str, team: Team | None = None, description: str = "",
+                 request_id: str = "") -> Agent:
+    require_org_admin(actor, action="agent creation")
+    if Agent.objects.filter(org=actor.org, name=name).exists():
+        raise ValidationError({"name": ["An agent with this name exists."]})
+    agent = Agent.objects.create(org=actor.org, name=name, team=team, description=description,
+                                 created_by=actor.user)
+    audit.record(actor=actor, action="agent.create", object_type="agent", object_id=agent.id,
+                 detail={"name": name, "team": team.id if team else None}, request_id=request_id)
+    return agent
+
+
+@transaction.atomic
+def agent_update(*, actor: Actor, agent: Agent, data: dict, request_id: str = "") -> Agent:
+    changed = {}
+    for field in ("name", "description", "team", "is_active"):
+        if field in data:
+            setattr(agent, field, data[field])
+            changed[field] = data[field].id if isinstance(data[field], Team) else data[field]
+    if "name" in data and Agent.objects.filter(org=actor.org, name=agent.name).exclude(pk=agent.pk).exists():
+        raise ValidationError({"name": ["An agent with this name exists."]})
+    agent.save()
+    audit.record(actor=actor, action="agent.update", object_type="agent", object_id=agent.id,
+                 detail=changed, request_id=request_id)
+    return agent
+
+
+@transaction.atomic
+def agent_deactivate(*, actor: Actor, agent: Agent, request_id: str = "") -> Agent:
+    agent.is_active = False
+    agent.save(update_fields=["is_active"])
+    ApiKey.objects.filter(org=actor.org, agent=agent, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    audit.record(actor=actor, action="agent.deactivate", object_type="agent", object_id=agent.id,
+                 request_id=request_id)
+    return agent
+
+
+@transaction.atomic
+def api_key_create(*, actor: Actor | None, agent: Agent, name: str = "",
+                   scopes: list[str] | None = None, request_id: str = "") -> tuple[ApiKey, str]:
+    """Returns the key row and the plain key; the plain key exists only in this return value."""
+    if actor is not None:
+        require_org_admin(actor, action="API key management")
+    if not agent.is_active:
+        raise ValidationError({"agent": ["The agent is deactivated."]})
+    scopes = sorted(set(scopes or [Scope.READ, Scope.WRITE]))
+    prefix = secrets.token_hex(4)
+    while ApiKey.objects.filter(prefix=prefix).exists():
+        prefix = secrets.token_hex(4)
+    secret = secrets.token_urlsafe(30)
+    key = ApiKey.objects.create(
+        org=agent.org, agent=agent, name=name, prefix=prefix, secret_hash=hash_secret(secret),
+        scopes=scopes, created_by=actor.user if actor else None,
+    )
+    audit.record(actor=actor, org=agent.org, action="key.create", object_type="api_key", object_id=key.id,
+                 detail={"agent": agent.id, "scopes": scopes, "prefix": prefix}, request_id=request_id)
+    return key, f"{KEY_PREFIX}{prefix}_{secret}"
+
+
+@transaction.atomic
+def api_key_revoke(*, actor: Actor, key: ApiKey, request_id: str = "") -> ApiKey:
+    require_org_admin(actor, action="API key management")
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+        audit.record(actor=actor, action="key.revoke", object_type="api_key", object_id=key.id,
+                     detail={"prefix": key.prefix}, request_id=request_id)
+    return key

@@ -1,0 +1,116 @@
+"""Shared fixtures: two orgs, each with owner, admin, member and an agent (with a key); one
+outsider user in neither. Integration tests use the real Postgres, Redis and Celery."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class OrgWorld:
+    org: object
+    owner: object
+    admin: object
+    member: object
+    agent: object
+    key: str
+    team: object
+
+
+def _make_org(slug: str) -> OrgWorld:
+    from teams import services
+    from teams.models import Agent, Membership, Role, Team, TeamMembership, TeamRole
+
+    User = get_user_model()
+    owner = User.objects.create_user(f"{slug}-owner", f"{slug}-owner@example.com", "pw-owner-123")
+    admin = User.objects.create_user(f"{slug}-admin", f"{slug}-admin@example.com", "pw-admin-123")
+    member = User.objects.create_user(f"{slug}-member", f"{slug}-member@example.com", "pw-member-123")
+    org = services.organization_create(name=slug.upper(), slug=slug, owner=owner)
+    Membership.objects.create(org=org, user=admin, role=Role.ADMIN)
+    Membership.objects.create(org=org, user=member, role=Role.MEMBER)
+    team = Team.objects.create(org=org, name=f"{slug} core", slug="core")
+    TeamMembership.objects.create(org=org, team=team, user=member, role=TeamRole.MEMBER)
+    agent = Agent.objects.create(org=org, name=f"{slug}-bot", team=team)
+    _, key = services.api_key_create(actor=None, agent=agent, name="test")
+    return OrgWorld(org=org, owner=owner, admin=admin, member=member, agent=agent, key=key, team=team)
+
+
+@pytest.fixture
+def world(db):
+    """Two independent orgs plus an outsider."""
+    a = _make_org("alpha")
+    b = _make_org("beta")
+    outsider = get_user_model().objects.create_user("outsider", "outsider@example.com", "pw-out-123")
+    return {"a": a, "b": b, "outsider": outsider}
+
+
+@pytest.fixture
+def client_for():
+    """client_for(user_or_key) -> an APIClient acting as that user (session) or agent key."""
+
+    def make(who) -> APIClient:
+        c = APIClient()
+        if who is None:
+            return c
+        if isinstance(who, str):
+            c.credentials(HTTP_AUTHORIZATION=f"Bearer {who}")
+        else:
+            c.force_login(who)
+        return c
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker):
+    """A real Celery worker process bound to the test database and a queue of its own."""
+    from django.conf import settings
+    from django.db import connection
+
+    from nylon_project import embedded
+
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    env = dict(os.environ)
+    env["DATABASE_URL"] = embedded.url_with_database(os.environ["DATABASE_URL"],
+                                                     connection.settings_dict["NAME"])
+    env["NYLON_CELERY_QUEUE"] = queue
+    env["NYLON_TEST_WORKER"] = "1"
+    log = open(embedded.nylon_home() / f"worker-{queue}.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "nylon_project", "worker", "-Q", queue, "-l", "INFO",
+         "--concurrency", "2", "-n", f"{queue}@%h", "--without-gossip", "--without-mingle"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    settings.CELERY_TASK_DEFAULT_QUEUE = queue
+    from nylon_project.celery import app
+
+    app.conf.task_default_queue = queue
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        replies = app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=0.5)
+        if replies:
+            break
+        if proc.poll() is not None:
+            raise RuntimeError(f"worker exited: see {log.name}")
+    else:
+        proc.kill()
+        raise RuntimeError(f"worker did not start: see {log.name}")
+    yield {"proc": proc, "queue": queue, "log": log.name, "env": env}
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()

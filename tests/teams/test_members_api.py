@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import pytest
+
+from teams.models import Membership
+
+pytestmark = pytest.mark.django_db
+
+
+def test_list_members_of_own_org(world, client_for):
+    r = client_for(world["a"].member).get("/api/v1/members")
+    assert r.status_code == 200
+    names = {m["username"] for m in r.json()["results"]}
+    assert names == {"alpha-owner", "alpha-admin", "alpha-member"}
+
+
+def test_admin_adds_member_but_not_owner(world, client_for):
+    a = world["a"]
+    c = client_for(a.admin)
+    r = c.post("/api/v1/members", {"email": "new@example.com", "role": "member"}, format="json")
+    assert r.status_code == 201
+    assert c.post("/api/v1/members", {"email": "boss@example.com", "role": "owner"}, format="json").status_code == 403
+    assert c.post("/api/v1/members", {"email": "new@example.com"}, format="json").status_code == 400
+    assert client_for(a.member).post("/api/v1/members", {"email": "x@example.com"}, format="json").status_code == 403
+
+
+def test_role_changes_and_last_owner_protection(world, client_for):
+    a = world["a"]
+    c = client_for(a.owner)
+    assert c.patch(f"/api/v1/members/{a.member.id}", {"role": "admin"}, format="json").status_code == 200
+    assert Membership.objects.get(org=a.org, user=a.member).role == "admin"
+    r = c.patch(f"/api/v1/members/{a.owner.id}", {"role": "member"}, format="json")
+    assert r.status_code == 400  # the only owner cannot step down
+    assert client_for(a.admin).patch(f"/api/v1/members/{a.owner.id}", {"role": "member"},
+                                     format="json").status_code == 403
+
+
+def test_other_org_members_are_404(world, client_for):
+    b_owner = world["b"].owner.id
+    for who in (world["a"].owner, world["a"].key):
+        c = client_for(who)
+        assert c.get(f"/api/v1/members/{b_owner}").status_code == 404
+        assert c.patch(f"/api/v1/members/{b_owner}", {"role": "member"}, format="json").status_code == 404
+        assert c.delete(f"/api/v1/members/{b_owner}").status_code == 404
+    assert Membership.objects.filter(org=world["b"].org, user_id=b_owner).exists()
+
+
+def test_remove_member(world, client_for):
+    a = world["a"]
+    assert client_for(a.admin).delete(f"/api/v1/members/{a.member.id}").status_code == 204
+    assert client_for(a.member).get("/api/v1/org").status_code == 403
