@@ -1,0 +1,165 @@
+"""Per-org engine cache: a TenantIndex per organisation, built lazily from Postgres and kept
+current by catching up on rows whose ``txid`` is at or past the last sync's snapshot xmin.
+
+Coherence across processes comes from Postgres itself: every process (web or worker) catches up
+before it answers, so a write committed through any process is visible to the next resonate
+everywhere. LRU eviction under ``NYLON_CACHE_MAX_BYTES``; an evicted org is rebuilt on demand.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from datetime import UTC
+
+import numpy as np
+from django.conf import settings
+from django.db import connection, transaction
+
+from .engine import NodeRecord, TenantIndex
+from .engine.tokenize import tokenize
+from .engine.types import EdgeKind as EKind
+from .engine.types import NodeKind as NKind
+from .engine.types import Scope as EScope
+from .engine.weave import lexical_document
+from .models import EMBEDDING_DIM
+
+log = logging.getLogger("nylon.cache")
+
+KIND = {"leaf": NKind.LEAF, "fact": NKind.FACT, "bridge": NKind.BRIDGE, "persona": NKind.PERSONA,
+        "scene": NKind.SCENE}
+SCOPE = {"private": EScope.PRIVATE, "team": EScope.TEAM, "org": EScope.ORG, "restricted": EScope.RESTRICTED}
+EDGE = {k.name.lower(): int(k) for k in EKind}
+
+_NODE_SQL = """
+SELECT id, text, speaker, kind, visibility, coalesce(owner_agent_id * 2 + 1, owner_user_id * 2),
+       coalesce(team_id, 0), t0, lam, extract(epoch from tension_updated_at)::float8, mentions,
+       session_key, seq, extract(epoch from occurred_at)::float8, embedding::text, deleted_at IS NOT NULL,
+       metadata->>'time_terms'
+FROM memory_node WHERE org_id = %s {cond} ORDER BY id
+"""
+_EDGE_SQL = "SELECT src_id, dst_id, kind, weight FROM memory_edge WHERE org_id = %s {cond} ORDER BY id"
+
+
+def _session_int(key: str) -> int:
+    # Engine session keys are int64; a stable hash keeps "same session" comparable.
+    import zlib
+
+    return zlib.crc32(key.encode()) if key else 0
+
+
+def _record(row) -> NodeRecord:
+    (nid, text, speaker, kind, vis, owner, team, t0, lam, t_upd, mentions, skey, seq, occ, emb,
+     deleted, time_terms) = row
+    occ_days = (occ / 86400.0) if occ is not None else float("nan")
+    from datetime import datetime
+
+    occ_dt = datetime.fromtimestamp(occ, tz=UTC) if occ is not None else None
+    doc = lexical_document(text, speaker=speaker, occurred_at=occ_dt, time_terms=time_terms or "")
+    vec = np.array(emb[1:-1].split(","), dtype=np.float32) if emb else np.empty(0, np.float32)
+    return NodeRecord(
+        node_id=nid, text=text, kind=KIND[kind], owner_key=owner, team_id=team, scope=SCOPE[vis],
+        t0=t0, lam=lam, last_updated=t_upd / 86400.0, mentions=mentions, session_key=_session_int(skey),
+        seq=seq, occurred_at=occ_days, vector=vec, tokens=tokenize(doc),
+    ), deleted
+
+
+class EngineCache:
+    def __init__(self, max_bytes: int | None = None):
+        self.max_bytes = max_bytes or settings.NYLON_CACHE_MAX_BYTES
+        self._indexes: OrderedDict[int, TenantIndex] = OrderedDict()
+        self._locks: dict[int, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self.stats = {"builds": 0, "syncs": 0, "evictions": 0, "last_build_ms": 0.0}
+
+    def _lock(self, org_id: int) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(org_id, threading.Lock())
+
+    def get(self, org_id: int) -> TenantIndex:
+        """The org's index, caught up with everything committed so far."""
+        with self._lock(org_id):
+            index = self._indexes.get(org_id)
+            if index is None:
+                t = time.perf_counter()
+                index = TenantIndex(EMBEDDING_DIM)
+                self._sync(org_id, index, full=True)
+                self.stats["builds"] += 1
+                self.stats["last_build_ms"] = (time.perf_counter() - t) * 1000
+                with self._guard:
+                    self._indexes[org_id] = index
+                self._evict(keep=org_id)
+            else:
+                self._sync(org_id, index, full=False)
+            with self._guard:
+                self._indexes.move_to_end(org_id)
+            return index
+
+    def peek(self, org_id: int) -> TenantIndex | None:
+        return self._indexes.get(org_id)
+
+    def drop(self, org_id: int | None = None) -> None:
+        with self._guard:
+            if org_id is None:
+                self._indexes.clear()
+            else:
+                self._indexes.pop(org_id, None)
+
+    def _evict(self, keep: int) -> None:
+        with self._guard:
+            total = sum(ix.nbytes() for ix in self._indexes.values())
+            while total > self.max_bytes and len(self._indexes) > 1:
+                org_id, ix = next(iter(self._indexes.items()))
+                if org_id == keep:
+                    self._indexes.move_to_end(org_id)
+                    org_id, ix = next(iter(self._indexes.items()))
+                total -= ix.nbytes()
+                del self._indexes[org_id]
+                self.stats["evictions"] += 1
+
+    def _sync(self, org_id: int, index: TenantIndex, *, full: bool) -> None:
+        # xmin is read before the rows, so any transaction the row reads miss has xid >= xmin and
+        # is caught next time. REPEATABLE READ (when we own the transaction) makes nodes and edges
+        # one snapshot, so no edge arrives before the node it points to.
+        outermost = not connection.in_atomic_block
+        with transaction.atomic():
+            with connection.cursor() as cur:
+                if outermost:
+                    cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                cur.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+                xmin = cur.fetchone()[0]
+                cond, params = ("", [org_id]) if full else ("AND txid >= %s::text::xid8", [org_id, index.watermark])
+                cur.execute(_NODE_SQL.format(cond=cond), params)
+                rows = cur.fetchall()
+                cur.execute(_EDGE_SQL.format(cond=cond), params)
+                edges = cur.fetchall()
+        if rows:
+            pairs = [_record(r) for r in rows]
+            index.upsert_nodes([p[0] for p in pairs])
+            gone = [p[0].node_id for p in pairs if p[1]]
+            if gone:
+                index.delete_nodes(gone)
+        if edges:
+            src = np.fromiter((e[0] for e in edges), np.int64, len(edges))
+            dst = np.fromiter((e[1] for e in edges), np.int64, len(edges))
+            kind = np.fromiter((EDGE[e[2]] for e in edges), np.uint8, len(edges))
+            w = np.fromiter((e[3] for e in edges), np.float32, len(edges))
+            index.add_edges(src, dst, w, kind)
+        index.watermark = xmin
+        self.stats["syncs"] += 1
+
+
+_cache: EngineCache | None = None
+
+
+def get_cache() -> EngineCache:
+    global _cache
+    if _cache is None:
+        _cache = EngineCache()
+    return _cache
+
+
+def now_days() -> float:
+    return time.time() / 86400.0

@@ -1,0 +1,214 @@
+"""Incremental Okapi BM25 over integer local ids.
+
+Design notes:
+* Postings live in per-term ``array.array`` buffers: append is O(1) and the
+  search side reads them through ``np.frombuffer`` without copying.
+* Documents are stored in *slots*; a local id points at its current slot.
+  Updating a document tombstones the old slot and appends a new one, so
+  postings never need in-place surgery and never hold duplicates.
+* Corpus statistics (N, df, avgdl) are computed per query over the allowed
+  set only. That costs one masked pass over the touched postings, and buys a
+  hard guarantee: hidden documents cannot shift a visible document's score
+  (no statistical side channel across tenants/scopes).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._arrays import GrowArray
+
+__all__ = ["BM25Index", "BM25Query"]
+
+_EMPTY_I = np.empty(0, dtype=np.int64)
+_EMPTY_F = np.empty(0, dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class BM25Query:
+    """Scores of every allowed document touched by one query.
+
+    ``locals`` is sorted ascending so other stages can look nodes up with
+    ``searchsorted`` instead of building dicts.
+    """
+
+    locals: np.ndarray  # int64, sorted
+    scores: np.ndarray  # float64
+    matches: np.ndarray  # int32: distinct query terms present in the doc
+    n_terms: int  # distinct query terms (denominator for match fraction)
+
+    def top(self, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (local ids, scores); ties broken by ascending local id."""
+        loc, sc = self.locals, self.scores
+        if mask is not None and loc.size:
+            keep = _mask_at(mask, loc)
+            loc, sc = loc[keep], sc[keep]
+        return _topk(loc, sc, k)
+
+    def match_fraction(self, local_ids: np.ndarray) -> np.ndarray:
+        """Fraction of distinct query terms each given document contains."""
+        local_ids = np.asarray(local_ids, dtype=np.int64)
+        out = np.zeros(local_ids.shape[0], dtype=np.float64)
+        if self.n_terms == 0 or self.locals.size == 0 or local_ids.size == 0:
+            return out
+        pos = np.searchsorted(self.locals, local_ids)
+        pos_c = np.minimum(pos, self.locals.size - 1)
+        hit = self.locals[pos_c] == local_ids
+        out[hit] = self.matches[pos_c[hit]] / self.n_terms
+        return out
+
+
+def _mask_at(mask: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """mask[ids] where ids beyond the mask length read as False."""
+    if ids.size and int(ids.max()) >= mask.shape[0]:
+        out = np.zeros(ids.shape[0], dtype=bool)
+        inside = ids < mask.shape[0]
+        out[inside] = mask[ids[inside]]
+        return out
+    return mask[ids]
+
+
+def _topk(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    if k <= 0 or ids.size == 0:
+        return _EMPTY_I, _EMPTY_F
+    if ids.size > k:
+        # argpartition first so the exact sort below only sees ~k rows; the
+        # boundary value is re-included in full so tie-breaks stay by id.
+        part = np.argpartition(-scores, k - 1)[:k]
+        cut = scores[part].min()
+        cand = np.flatnonzero(scores >= cut)
+        ids, scores = ids[cand], scores[cand]
+    order = np.lexsort((ids, -scores))[:k]
+    return ids[order], scores[order]
+
+
+def _append(lists: list[array], tid: int, value: int) -> None:
+    try:
+        lists[tid].append(value)
+    except BufferError:
+        # A numpy view from a query is still alive (e.g. pinned by a stored
+        # traceback); swap in a copy instead of failing the write.
+        lists[tid] = array(lists[tid].typecode, lists[tid])
+        lists[tid].append(value)
+
+
+class BM25Index:
+    """Okapi BM25 with IDF = log(1 + (N - df + 0.5) / (df + 0.5))."""
+
+    def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1 = float(k1)
+        self.b = float(b)
+        self._vocab: dict[str, int] = {}
+        self._post_slots: list[array] = []  # 'i' int32 slot ids, ascending
+        self._post_tf: list[array] = []  # 'H' uint16 term frequencies
+        self._slot_len = GrowArray(np.int32)
+        self._slot_local = GrowArray(np.int64)
+        self._slot_live = GrowArray(np.bool_, fill=False)
+        self._local_slot: dict[int, int] = {}
+        self._n_postings = 0
+
+    # -- writes -------------------------------------------------------------
+    def add(self, local_id: int, tokens: list[str]) -> None:
+        """Index ``tokens`` for ``local_id``, replacing any previous text."""
+        local_id = int(local_id)
+        self.remove(local_id)
+        slot = len(self._slot_len)
+        counts: dict[str, int] = {}
+        for t in tokens:
+            counts[t] = counts.get(t, 0) + 1
+        vocab = self._vocab
+        for term, tf in counts.items():
+            tid = vocab.get(term)
+            if tid is None:
+                tid = len(self._post_slots)
+                vocab[term] = tid
+                self._post_slots.append(array("i"))
+                self._post_tf.append(array("H"))
+            _append(self._post_slots, tid, slot)
+            _append(self._post_tf, tid, min(tf, 65535))
+        self._n_postings += len(counts)
+        self._slot_len.append(len(tokens))
+        self._slot_local.append(local_id)
+        self._slot_live.append(True)
+        self._local_slot[local_id] = slot
+
+    def remove(self, local_id: int) -> None:
+        slot = self._local_slot.pop(int(local_id), None)
+        if slot is not None:
+            self._slot_live.view[slot] = False
+
+    def __contains__(self, local_id: int) -> bool:
+        return int(local_id) in self._local_slot
+
+    @property
+    def n_docs(self) -> int:
+        return len(self._local_slot)
+
+    def nbytes(self) -> int:
+        post = sum(a.buffer_info()[1] * a.itemsize for a in self._post_slots)
+        post += sum(a.buffer_info()[1] * a.itemsize for a in self._post_tf)
+        # ~64 B per array object and ~100 B per vocab/dict entry (CPython).
+        overhead = 2 * 64 * len(self._post_slots) + 100 * len(self._vocab)
+        overhead += 100 * len(self._local_slot)
+        cols = self._slot_len.nbytes + self._slot_local.nbytes + self._slot_live.nbytes
+        return post + overhead + cols
+
+    # -- reads --------------------------------------------------------------
+    def query(self, tokens: list[str], allowed: np.ndarray | None = None) -> BM25Query:
+        """Score every allowed live document that contains a query term."""
+        uniq = list(dict.fromkeys(tokens))
+        n_terms = len(uniq)
+        tids = [self._vocab[t] for t in uniq if t in self._vocab]
+        n_slots = len(self._slot_len)
+        empty = BM25Query(_EMPTY_I, _EMPTY_F, np.empty(0, np.int32), n_terms)
+        if not tids or n_slots == 0:
+            return empty
+        vis = self._slot_live.view
+        slot_local = self._slot_local.view
+        if allowed is not None:
+            vis = vis & _mask_at(np.asarray(allowed, dtype=bool), slot_local)
+        n_docs = int(np.count_nonzero(vis))
+        if n_docs == 0:
+            return empty
+        dl_all = self._slot_len.view
+        avgdl = float(dl_all[vis].sum(dtype=np.int64)) / n_docs
+        k1, b = self.k1, self.b
+        # Per-slot length normalisation, computed once per query: each
+        # posting then needs a single gather instead of re-deriving it.
+        norm = (k1 * (1.0 - b)) + (k1 * b / max(avgdl, 1e-9)) * dl_all
+
+        # Dense accumulators: postings of one term hold each slot once, so
+        # plain fancy-index "+=" is safe and avoids concatenation + bincount.
+        # Hidden slots are scored too (cheaper than compressing every
+        # postings list) and masked out once at the end.
+        scores = np.zeros(n_slots, dtype=np.float64)
+        counts = np.zeros(n_slots, dtype=np.int32)
+        any_hit = False
+        for tid in tids:
+            slots = np.frombuffer(self._post_slots[tid], dtype=np.int32)
+            df = int(np.count_nonzero(vis[slots]))
+            if df == 0:
+                continue
+            any_hit = True
+            tf = np.frombuffer(self._post_tf[tid], dtype=np.uint16).astype(np.float64)
+            idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+            scores[slots] += (idf * (k1 + 1.0)) * tf / (tf + norm[slots])
+            counts[slots] += 1
+        if not any_hit:
+            return empty
+        slots_u = np.flatnonzero(counts.astype(bool) & vis)
+        scores = scores[slots_u]
+        matches = counts[slots_u]
+        locs = slot_local[slots_u]
+        order = np.argsort(locs, kind="stable")
+        return BM25Query(locs[order], scores[order], matches[order], n_terms)
+
+    def search(
+        self, query_tokens: list[str], k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (local ids, scores) among allowed docs; stats over allowed docs."""
+        return self.query(query_tokens, allowed).top(k)

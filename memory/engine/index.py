@@ -1,0 +1,284 @@
+"""Per-tenant in-memory index: node columns + BM25 + vectors + graph.
+
+Nodes live at dense local positions 0..n-1 in insertion order; every
+structure (BM25, vectors, graph, masks) is indexed by that position so a
+query never goes through a dict. Rebuilding from the same records in the same
+order yields the same positions and therefore identical results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._arrays import GrowArray
+from .bm25 import BM25Index
+from .graph import Graph
+from .tension import seed_until, tension
+from .tokenize import tokenize
+from .types import TENSION_THRESHOLD, NodeKind, NodeRecord, Scope
+from .vectors import VectorIndex
+
+__all__ = ["TenantIndex"]
+
+_COLUMNS: dict[str, tuple[Any, Any]] = {
+    # name: (dtype, fill)
+    "node_id": (np.int64, -1),
+    "kind": (np.uint8, 0),
+    "owner_key": (np.int64, 0),
+    "team_id": (np.int64, 0),
+    "scope": (np.uint8, 0),
+    "t0": (np.float64, 1.0),
+    "lam": (np.float64, 0.0),
+    "last_updated": (np.float64, 0.0),
+    "last_recalled": (np.float64, np.nan),
+    "mentions": (np.int32, 0),
+    "session_key": (np.int64, 0),
+    "seq": (np.int32, 0),
+    "occurred_at": (np.float64, np.nan),
+    "deleted": (np.bool_, False),
+    "seed_until": (np.float64, -np.inf),
+}
+_RECORD_COLUMNS = (
+    "kind",
+    "owner_key",
+    "team_id",
+    "scope",
+    "t0",
+    "lam",
+    "last_updated",
+    "mentions",
+    "session_key",
+    "seq",
+    "occurred_at",
+)
+
+
+class TenantIndex:
+    def __init__(
+        self,
+        dim: int,
+        *,
+        bm25_k1: float = 1.2,
+        bm25_b: float = 0.75,
+        vector_opts: Mapping[str, Any] | None = None,
+        graph_opts: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.dim = int(dim)
+        self.watermark: int = 0  # opaque sync position owned by the Django side
+        self._cols = {name: GrowArray(dt, fill=fill) for name, (dt, fill) in _COLUMNS.items()}
+        self._local: dict[int, int] = {}
+        self.texts: list[str] = []
+        self.bm25 = BM25Index(k1=bm25_k1, b=bm25_b)
+        self.vectors = VectorIndex(self.dim, **dict(vector_opts or {}))
+        self.graph = Graph(0, **dict(graph_opts or {}))
+
+    # -- columns ------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return len(self.texts)
+
+    def col(self, name: str) -> np.ndarray:
+        """Filled prefix of a column (a view: do not write through it)."""
+        return self._cols[name].view
+
+    def local_of(self, node_id: int) -> int | None:
+        return self._local.get(int(node_id))
+
+    def locals_of(self, node_ids: Iterable[int]) -> np.ndarray:
+        """Local positions of known ids (unknown ids are skipped)."""
+        get = self._local.get
+        out = [p for p in (get(int(i)) for i in node_ids) if p is not None]
+        return np.asarray(out, dtype=np.int64)
+
+    def node_ids_of(self, local_ids: np.ndarray) -> np.ndarray:
+        return self.col("node_id")[np.asarray(local_ids, dtype=np.int64)]
+
+    # -- writes -------------------------------------------------------------
+    def upsert_nodes(self, batch: Sequence[NodeRecord] | Mapping[str, Sequence[Any]]) -> np.ndarray:
+        """Insert or update nodes; returns their local positions."""
+        records = _as_records(batch)
+        cols = self._cols
+        locals_out = np.empty(len(records), dtype=np.int64)
+        vec_ids: list[int] = []
+        vec_rows: list[np.ndarray] = []
+        missing: list[int] = []
+        for i, rec in enumerate(records):
+            nid = int(rec.node_id)
+            pos = self._local.get(nid)
+            if pos is None:
+                pos = self.n
+                self._local[nid] = pos
+                self.texts.append(rec.text)
+                for c in cols.values():
+                    c.resize(pos + 1)
+                cols["node_id"].view[pos] = nid
+                self.bm25.add(pos, rec.tokens if rec.tokens is not None else tokenize(rec.text))
+                if rec.vector is None:
+                    missing.append(pos)
+            else:
+                cols["deleted"].view[pos] = False
+                if rec.text != self.texts[pos] or rec.tokens is not None or pos not in self.bm25:
+                    self.texts[pos] = rec.text
+                    self.bm25.add(pos, rec.tokens if rec.tokens is not None else tokenize(rec.text))
+            for name in _RECORD_COLUMNS:
+                cols[name].view[pos] = getattr(rec, name)
+            if rec.vector is not None:
+                v = np.asarray(rec.vector, dtype=np.float32).reshape(-1)
+                if v.size == 0:
+                    missing.append(pos)
+                else:
+                    vec_ids.append(pos)
+                    vec_rows.append(v)
+            locals_out[i] = pos
+        if records:
+            self._refresh_seed_until(locals_out)
+        if vec_ids:
+            self.vectors.add(np.asarray(vec_ids, dtype=np.int64), np.stack(vec_rows))
+        if missing:
+            self.vectors.mark_missing(np.asarray(missing, dtype=np.int64))
+        self.graph.grow(self.n)
+        return locals_out
+
+    def _refresh_seed_until(self, locs: np.ndarray) -> None:
+        c = self._cols
+        c["seed_until"].view[locs] = seed_until(
+            c["t0"].view[locs],
+            c["lam"].view[locs],
+            c["last_updated"].view[locs],
+            c["mentions"].view[locs],
+            TENSION_THRESHOLD,
+        )
+
+    def add_edges(
+        self,
+        src_node_ids: Sequence[int] | np.ndarray,
+        dst_node_ids: Sequence[int] | np.ndarray,
+        weight: np.ndarray | float = 1.0,
+        kind: np.ndarray | int = 0,
+    ) -> int:
+        """Link nodes by DB id; pairs with an unknown endpoint are skipped.
+
+        Returns the number of edges accepted.
+        """
+        src = np.asarray(src_node_ids, dtype=np.int64).reshape(-1)
+        dst = np.asarray(dst_node_ids, dtype=np.int64).reshape(-1)
+        w = np.broadcast_to(np.asarray(weight, dtype=np.float32), src.shape)
+        k = np.broadcast_to(np.asarray(kind, dtype=np.uint8), src.shape)
+        get = self._local.get
+        s_loc = np.fromiter((get(int(x), -1) for x in src), dtype=np.int64, count=src.size)
+        d_loc = np.fromiter((get(int(x), -1) for x in dst), dtype=np.int64, count=dst.size)
+        ok = (s_loc >= 0) & (d_loc >= 0)
+        self.graph.add_edges(s_loc[ok], d_loc[ok], w[ok], k[ok])
+        return int(np.count_nonzero(ok))
+
+    def add_edges_local(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        weight: np.ndarray | float = 1.0,
+        kind: np.ndarray | int = 0,
+    ) -> None:
+        """Bulk path for rebuilds: endpoints already are local positions."""
+        self.graph.add_edges(src, dst, weight, kind)
+
+    def delete_nodes(self, node_ids: Iterable[int]) -> int:
+        """Soft-delete: the node vanishes from search; edges stay but are never walked."""
+        locs = self.locals_of(node_ids)
+        if locs.size == 0:
+            return 0
+        self._cols["deleted"].view[locs] = True
+        for p in locs.tolist():
+            self.bm25.remove(p)
+        self.vectors.remove(locs)
+        return int(locs.size)
+
+    def record_recall(self, local_ids: np.ndarray, now: float) -> None:
+        """Reinforce recalled nodes (mentions feed F(m) in tension)."""
+        locs = np.unique(np.asarray(local_ids, dtype=np.int64))
+        if locs.size == 0:
+            return
+        m = self._cols["mentions"].view
+        m[locs] = np.minimum(m[locs].astype(np.int64) + 1, np.iinfo(np.int32).max)
+        self._cols["last_recalled"].view[locs] = now
+        self._refresh_seed_until(locs)
+
+    # -- reads --------------------------------------------------------------
+    def tension(self, local_ids: np.ndarray, now_days: float) -> np.ndarray:
+        c = self._cols
+        ids = np.asarray(local_ids, dtype=np.int64)
+        return tension(
+            c["t0"].view[ids],
+            c["lam"].view[ids],
+            c["last_updated"].view[ids],
+            c["mentions"].view[ids],
+            now_days,
+        )
+
+    def seedable_mask(self, now_days: float, threshold: float = TENSION_THRESHOLD) -> np.ndarray:
+        """Not deleted, not a bridge, tension >= threshold."""
+        c = self._cols
+        ok = ~c["deleted"].view & (c["kind"].view != NodeKind.BRIDGE)
+        if threshold == TENSION_THRESHOLD:
+            ok &= c["seed_until"].view >= now_days
+        else:
+            ok &= self.tension(np.arange(self.n), now_days) >= threshold
+        return ok
+
+    def visibility_mask(
+        self,
+        *,
+        owner_keys: Iterable[int] | np.ndarray = (),
+        team_ids: Iterable[int] | np.ndarray = (),
+        restricted_allowed_node_ids: Iterable[int] | np.ndarray = (),
+        org_wide: bool = True,
+    ) -> np.ndarray:
+        """Which nodes the caller may see.
+
+        private: owner only; team: members of the node's team or its owner;
+        org: everyone (when ``org_wide``); restricted: only node ids the caller
+        resolved from ACLs. Deleted nodes are never visible.
+        """
+        c = self._cols
+        scope = c["scope"].view
+        owners = np.fromiter((int(x) for x in owner_keys), dtype=np.int64)
+        teams = np.fromiter((int(x) for x in team_ids), dtype=np.int64)
+        is_owner = np.isin(c["owner_key"].view, owners) if owners.size else np.zeros(self.n, bool)
+        vis = (scope == Scope.PRIVATE) & is_owner
+        if teams.size or owners.size:
+            in_team = np.isin(c["team_id"].view, teams[teams != 0]) if teams.size else False
+            vis |= (scope == Scope.TEAM) & (in_team | is_owner)
+        if org_wide:
+            vis |= scope == Scope.ORG
+        restricted = self.locals_of(restricted_allowed_node_ids)
+        if restricted.size:
+            vis[restricted[scope[restricted] == Scope.RESTRICTED]] = True
+        vis &= ~c["deleted"].view
+        return vis
+
+    def nbytes(self) -> int:
+        cols = sum(c.nbytes for c in self._cols.values())
+        texts = sum(len(t) + 49 for t in self.texts) + 8 * len(self.texts)
+        local = 100 * len(self._local)
+        return cols + texts + local + self.bm25.nbytes() + self.vectors.nbytes() + self.graph.nbytes
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "nodes": self.n,
+            "deleted": int(np.count_nonzero(self.col("deleted"))),
+            "vectors": self.vectors.n_vectors,
+            "edges": self.graph.n_edges,
+            "bytes": self.nbytes(),
+        }
+
+
+def _as_records(
+    batch: Sequence[NodeRecord] | Mapping[str, Sequence[Any]],
+) -> list[NodeRecord]:
+    if isinstance(batch, Mapping):
+        names = list(batch.keys())
+        n = len(batch["node_id"])
+        return [NodeRecord(**{k: batch[k][i] for k in names}) for i in range(n)]
+    return list(batch)

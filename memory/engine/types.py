@@ -1,0 +1,168 @@
+"""Shared enums, records and result types of the retrieval engine.
+
+Everything here is plain data: no numpy state, so results can be handed to the
+Django layer (or serialised) without dragging engine internals along.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Literal
+
+import numpy as np
+
+__all__ = [
+    "EdgeKind",
+    "NodeKind",
+    "Scope",
+    "NodeRecord",
+    "ResonateParams",
+    "Explanation",
+    "Hit",
+    "Seed",
+    "ResonateResult",
+    "TENSION_THRESHOLD",
+    "MAX_K",
+]
+
+# Below this tension a node no longer seeds retrieval (it can still be reached
+# by diffusion); decay never deletes anything.
+TENSION_THRESHOLD = 0.05
+
+# Hard cap on hits per query: keeps response size and explanation cost bounded
+# whatever a caller asks for.
+MAX_K = 100
+
+
+class EdgeKind(IntEnum):
+    """Why two nodes are linked; stored as one uint8 per stored edge entry."""
+
+    TEMPORAL_NEXT = 0
+    SAME_SESSION = 1
+    ENTITY = 2
+    SIMILAR = 3
+    DERIVED = 4
+    BRIDGE = 5
+    CONTRADICTS = 6
+    SUPERSEDES = 7
+    EXPLICIT = 8
+
+
+class NodeKind(IntEnum):
+    LEAF = 0
+    FACT = 1
+    BRIDGE = 2  # walkable connector, never seeds and never returned
+    PERSONA = 3
+    SCENE = 4
+
+
+class Scope(IntEnum):
+    PRIVATE = 0
+    TEAM = 1
+    ORG = 2
+    RESTRICTED = 3
+
+
+@dataclass(slots=True)
+class NodeRecord:
+    """One node as the Django side hands it to the engine.
+
+    ``vector``: ``None`` means "not supplied" (missing on insert, unchanged on
+    update); an empty array marks the vector as missing explicitly (embedder
+    failed), so the node is never returned by the vector channel.
+    ``tokens``: pre-tokenised text; ``None`` means tokenise ``text`` here.
+    """
+
+    node_id: int
+    text: str
+    kind: int = NodeKind.LEAF
+    owner_key: int = 0
+    team_id: int = 0
+    scope: int = Scope.PRIVATE
+    t0: float = 1.0
+    lam: float = 0.0
+    last_updated: float = 0.0
+    mentions: int = 0
+    session_key: int = 0
+    seq: int = 0
+    occurred_at: float = math.nan
+    vector: np.ndarray | None = None
+    tokens: list[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResonateParams:
+    """Every tunable of ``resonate``; defaults follow the NylonME write-ups."""
+
+    k: int = 10
+    n_lex: int = 20
+    n_vec: int = 20
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    rrf_k: int = 60
+    w_lex: float = 0.5
+    w_vec: float = 0.5
+    # Weighted fusion min-max normalises, which maps the weakest seed to 0;
+    # the floor keeps every seed alive so it can still spread activation.
+    seed_floor: float = 0.1
+    depth: int = 2
+    hop_decay: float = 0.5
+    combine: Literal["sum", "max"] = "sum"
+    max_activated: int = 64
+    w_ctx: float = 0.5
+    rerank: bool = True
+    w_rerank: float = 0.5
+    tension_threshold: float = TENSION_THRESHOLD
+    max_chars: int = 8000
+    truncation_marker: str = " …[truncated]"
+    time_budget_ms: float = 200.0
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    channels: dict[str, int | None]
+    seed: bool
+    path: tuple[int, ...]
+    hops: int
+    parts: dict[str, float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    node_id: int
+    local: int
+    score: float
+    text: str
+    kind: int
+    explanation: Explanation
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    node_id: int
+    local: int
+    activation: float
+    lexical_rank: int | None
+    vector_rank: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ResonateResult:
+    hits: tuple[Hit, ...]
+    seeds: tuple[Seed, ...]
+    depth: int
+    activated_count: int
+    elapsed_ms: float
+    truncated: bool
+    dropped_for_chars: int
+    hops_done: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def seed_ids(self) -> tuple[int, ...]:
+        return tuple(s.node_id for s in self.seeds)
+
+    @property
+    def node_ids(self) -> tuple[int, ...]:
+        return tuple(h.node_id for h in self.hits)

@@ -1,0 +1,67 @@
+"""Memory reads, org first. Resonate runs on the per-org engine cache; the engine only ever sees
+nodes the actor may read (the visibility mask is applied inside seeding and diffusion)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+from django.db.models import Q, QuerySet
+
+from teams.auth import Actor
+
+from .cache import get_cache, now_days
+from .embedding import get_embedder
+from .engine import ResonateParams, ResonateResult, resonate
+from .engine.router import RoutePlan, route
+from .engine.tokenize import tokenize
+from .models import Node, Visibility
+
+
+def visible_nodes(*, actor: Actor) -> QuerySet[Node]:
+    """The SQL twin of the engine mask: what the actor may read."""
+    own = Q(owner_agent=actor.agent) if actor.agent is not None else Q(owner_user=actor.user)
+    q = (Q(visibility=Visibility.PRIVATE) & own) | Q(visibility=Visibility.ORG)
+    q |= Q(visibility=Visibility.TEAM) & (own | Q(team_id__in=list(actor.team_ids)))
+    return Node.objects.filter(org=actor.org, deleted_at__isnull=True).filter(q)
+
+
+def node_get(*, actor: Actor, node_id: int) -> Node | None:
+    return visible_nodes(actor=actor).filter(id=node_id).first()
+
+
+@dataclass(frozen=True)
+class ResonateOutcome:
+    result: ResonateResult
+    plan: RoutePlan
+    params: ResonateParams
+    embed_ms: float
+    total_ms: float
+    vector_used: bool
+
+
+def resonate_for(
+    *,
+    actor: Actor,
+    query: str,
+    k: int = 10,
+    depth: int | None = None,
+    overrides: dict | None = None,
+    query_vec: np.ndarray | None = None,
+) -> ResonateOutcome:
+    t0 = time.perf_counter()
+    index = get_cache().get(actor.org.id)
+    allowed = index.visibility_mask(owner_keys=[actor.owner_key], team_ids=list(actor.team_ids))
+    plan = route(query)
+    params = ResonateParams(k=k, depth=plan.depth if depth is None else depth)
+    if overrides:
+        params = replace(params, **overrides)
+    t_embed = time.perf_counter()
+    if query_vec is None:
+        query_vec = get_embedder().query(query)
+    embed_ms = (time.perf_counter() - t_embed) * 1000
+    result = resonate(index, query_text=query, query_tokens=tokenize(query), query_vec=query_vec,
+                      allowed=allowed, params=params, now_days=now_days())
+    return ResonateOutcome(result=result, plan=plan, params=params, embed_ms=embed_ms,
+                           total_ms=(time.perf_counter() - t0) * 1000, vector_used=query_vec is not None)

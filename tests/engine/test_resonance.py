@@ -1,0 +1,222 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memory.engine import (
+    EdgeKind,
+    NodeKind,
+    NodeRecord,
+    ResonateParams,
+    Scope,
+    TenantIndex,
+    diffuse,
+    resonate,
+)
+
+from ._reference import dense_adjacency, ref_diffuse, ref_resonate
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron".split()
+
+
+def _random_index(rng: np.random.Generator, n: int = 40, m: int = 90, dim: int = 8) -> TenantIndex:
+    idx = TenantIndex(dim)
+    recs = []
+    for i in range(n):
+        words = rng.choice(WORDS, size=int(rng.integers(2, 7)))
+        recs.append(
+            NodeRecord(
+                node_id=1000 + i,
+                text=" ".join(words),
+                kind=int(rng.choice([0, 0, 0, 1, 2, 3])),
+                owner_key=int(rng.integers(1, 3)),
+                scope=int(rng.choice([Scope.PRIVATE, Scope.ORG, Scope.ORG])),
+                t0=float(rng.uniform(0.5, 1.5)),
+                lam=float(rng.uniform(0, 0.2)),
+                last_updated=float(rng.uniform(0, 10)),
+                mentions=int(rng.integers(0, 15)),
+                vector=None if rng.random() < 0.15 else rng.normal(size=dim),
+            )
+        )
+    idx.upsert_nodes(recs)
+    s = rng.integers(0, n, m) + 1000
+    d = rng.integers(0, n, m) + 1000
+    idx.add_edges(s, d, rng.uniform(0.05, 1.0, m), rng.integers(0, 9, m))
+    return idx
+
+
+@pytest.mark.parametrize("combine", ["sum", "max"])
+@pytest.mark.parametrize("depth", [0, 1, 2, 3])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_diffuse_matches_dense_reference(combine: str, depth: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    idx = _random_index(rng)
+    n = idx.n
+    allowed = rng.random(n) < 0.8
+    seeds = np.flatnonzero(allowed)[:4]
+    acts = rng.uniform(0.2, 1.0, seeds.size)
+    W = dense_adjacency(idx)
+    for budget in (64, 3):
+        got = diffuse(idx.graph, seeds, acts, allowed, depth=depth, hop_decay=0.5,
+                      combine=combine, max_activated=budget)
+        ref = ref_diffuse(W, seeds, acts, allowed, depth, 0.5, combine, budget)
+        assert sorted(got.locals.tolist()) == sorted(ref)
+        for loc, a, h, p in zip(got.locals, got.act, got.hop, got.parent, strict=True):
+            ra, rh, rp = ref[int(loc)]
+            assert a == pytest.approx(ra, rel=1e-12)
+            assert (h, p) == (rh, rp)
+        assert allowed[got.locals].all()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("depth", [0, 1, 2, 3])
+def test_resonate_matches_reference(seed: int, depth: int) -> None:
+    rng = np.random.default_rng(seed)
+    idx = _random_index(rng)
+    allowed = idx.visibility_mask(owner_keys=[1])
+    params = ResonateParams(depth=depth, n_lex=5, n_vec=5, max_activated=6, k=8)
+    for _ in range(3):
+        q = " ".join(rng.choice(WORDS, size=3))
+        qvec = rng.normal(size=8)
+        for vec in (qvec, None):
+            got = resonate(idx, query_text=q, query_vec=vec, allowed=allowed, params=params,
+                           now_days=12.0)
+            ref = ref_resonate(idx, q, vec, allowed, params, 12.0)
+            assert [h.node_id for h in got.hits] == [r[0] for r in ref]
+            np.testing.assert_allclose([h.score for h in got.hits], [r[1] for r in ref],
+                                       rtol=1e-6, atol=1e-6)  # engine cosines are float32
+            kinds = idx.col("kind")
+            assert all(kinds[h.local] != NodeKind.BRIDGE for h in got.hits)
+            assert all(allowed[h.local] for h in got.hits)
+            assert all(allowed[s.local] and kinds[s.local] != NodeKind.BRIDGE for s in got.seeds)
+
+
+def _chain_index(with_middle: bool, middle_scope: int, middle_kind: int = NodeKind.LEAF,
+                 middle_last: bool = False) -> TenantIndex:
+    """A - M - B (M optional), plus an unrelated visible node C."""
+    idx = TenantIndex(4)
+    a = NodeRecord(1, "deploy pipeline broke on friday", scope=Scope.ORG, vector=[1, 0, 0, 0])
+    m = NodeRecord(2, "deploy pipeline secret rotation", kind=middle_kind, scope=middle_scope,
+                   owner_key=99, vector=[1, 0.1, 0, 0])
+    b = NodeRecord(3, "rollback procedure for releases", scope=Scope.ORG, vector=[0, 1, 0, 0])
+    c = NodeRecord(4, "team lunch on friday", scope=Scope.ORG, vector=[0, 0, 1, 0])
+    recs = [a, b, c]
+    if with_middle:
+        recs = [a, b, c, m] if middle_last else [a, m, b, c]
+    idx.upsert_nodes(recs)
+    if with_middle:
+        idx.add_edges([1, 2], [2, 3], [0.9, 0.9], EdgeKind.ENTITY)
+    idx.add_edges([1], [4], [0.2], EdgeKind.TEMPORAL_NEXT)
+    return idx
+
+
+@pytest.mark.parametrize("middle_last", [False, True])
+def test_hidden_node_leaks_nothing(middle_last: bool) -> None:
+    with_hidden = _chain_index(True, Scope.PRIVATE, middle_last=middle_last)
+    without = _chain_index(False, Scope.PRIVATE)
+    params = ResonateParams(depth=3)
+    q, qv = "deploy pipeline secret", np.array([1.0, 0.05, 0, 0])
+    r1 = resonate(with_hidden, query_text=q, query_vec=qv,
+                  allowed=with_hidden.visibility_mask(owner_keys=[1]), params=params, now_days=0)
+    r2 = resonate(without, query_text=q, query_vec=qv,
+                  allowed=without.visibility_mask(owner_keys=[1]), params=params, now_days=0)
+    assert [h.node_id for h in r1.hits] == [h.node_id for h in r2.hits]
+    np.testing.assert_allclose([h.score for h in r1.hits], [h.score for h in r2.hits], rtol=1e-6)
+    assert 2 not in r1.node_ids
+    assert r1.seed_ids == r2.seed_ids
+    # Lexical only, B is reachable solely through M: hidden M must not be a path.
+    r1 = resonate(with_hidden, query_text=q, allowed=with_hidden.visibility_mask(owner_keys=[1]),
+                  params=params, now_days=0)
+    assert 3 not in r1.node_ids and 2 not in r1.node_ids
+    # Sanity: when the owner looks, M is there and carries activation to B.
+    r3 = resonate(with_hidden, query_text=q, allowed=with_hidden.visibility_mask(owner_keys=[99]),
+                  params=params, now_days=0)
+    assert {2, 3} <= set(r3.node_ids)
+    assert next(h for h in r3.hits if h.node_id == 3).explanation.path[-2:] == (2, 3)
+
+
+def test_bridges_walkable_but_never_returned() -> None:
+    bridged = _chain_index(True, Scope.ORG, middle_kind=NodeKind.BRIDGE)
+    plain = _chain_index(False, Scope.ORG)
+    params = ResonateParams(depth=2)
+    allowed = bridged.visibility_mask(org_wide=True)
+    r = resonate(bridged, query_text="deploy pipeline secret", allowed=allowed, params=params,
+                 now_days=0)
+    assert 2 not in r.node_ids and 2 not in r.seed_ids  # matches the query, still never seeds
+    assert 3 in r.node_ids  # reached through the bridge
+    hit_b = next(h for h in r.hits if h.node_id == 3)
+    assert hit_b.explanation.path == (1, 2, 3) and hit_b.explanation.hops == 2
+    r0 = resonate(plain, query_text="deploy pipeline secret", allowed=plain.visibility_mask(),
+                  params=params, now_days=0)
+    assert 3 not in r0.node_ids
+
+
+def test_result_shape_and_limits() -> None:
+    rng = np.random.default_rng(9)
+    idx = _random_index(rng, n=60, m=200)
+    allowed = idx.visibility_mask(org_wide=True, owner_keys=[1, 2])
+    r = resonate(idx, query_text="alpha beta", query_vec=rng.normal(size=8), allowed=allowed,
+                 params=ResonateParams(k=500, depth=2), now_days=5)
+    assert 0 < len(r.hits) <= 100
+    h = r.hits[0]
+    assert set(h.explanation.parts) == {"activation", "tension", "context_match", "cosine", "final"}
+    assert set(h.explanation.channels) == {"lexical", "vector"}
+    assert h.explanation.path[-1] == h.node_id
+    # An exhausted time budget stops diffusion and flags it.
+    r = resonate(idx, query_text="alpha", allowed=allowed,
+                 params=ResonateParams(depth=3, time_budget_ms=-1.0), now_days=5)
+    assert r.truncated and all(h.explanation.hops == 0 for h in r.hits)
+
+
+def test_max_chars() -> None:
+    idx = TenantIndex(4)
+    idx.upsert_nodes([
+        NodeRecord(i, f"incident {'x' * i} " + "padding " * 11, scope=Scope.ORG) for i in (1, 2, 3)
+    ])
+    texts = idx.texts
+    params = ResonateParams(max_chars=len(texts[0]) + 50, depth=0)
+    r = resonate(idx, query_text="incident", allowed=idx.visibility_mask(), params=params,
+                 now_days=0)
+    assert len(r.hits) == 2 and r.dropped_for_chars == 1
+    assert r.hits[0].text in texts
+    assert r.hits[1].text.endswith("[truncated]") and len(r.hits[1].text) == 50
+    assert sum(len(h.text) for h in r.hits) <= params.max_chars
+
+
+def test_weighted_fusion_and_empty_query() -> None:
+    rng = np.random.default_rng(11)
+    idx = _random_index(rng)
+    allowed = idx.visibility_mask(org_wide=True, owner_keys=[1, 2])
+    r = resonate(idx, query_text="gamma delta", query_vec=rng.normal(size=8), allowed=allowed,
+                 params=ResonateParams(fusion="weighted"), now_days=1)
+    acts = [s.activation for s in r.seeds]
+    assert acts and max(acts) == 1.0 and min(acts) >= 0.1
+    r = resonate(idx, query_text="", allowed=allowed, now_days=1)
+    assert r.hits == () and r.seeds == ()
+
+
+def test_decayed_nodes_do_not_seed_but_stay() -> None:
+    idx = TenantIndex(4)
+    idx.upsert_nodes([
+        NodeRecord(1, "kubernetes upgrade", scope=Scope.ORG, lam=1.0, last_updated=0.0),
+        NodeRecord(2, "kubernetes cluster notes", scope=Scope.ORG, lam=0.0),
+    ])
+    idx.add_edges([1], [2], [1.0])
+    allowed = idx.visibility_mask()
+    r = resonate(idx, query_text="kubernetes upgrade", allowed=allowed, now_days=30.0)
+    assert r.seed_ids == (2,)
+    assert 1 in r.node_ids  # reached by diffusion, just ranked low
+    r = resonate(idx, query_text="kubernetes upgrade", allowed=allowed, now_days=0.5)
+    assert r.seed_ids[0] == 1
+
+
+def test_empty_index_and_no_visible_nodes() -> None:
+    idx = TenantIndex(4)
+    r = resonate(idx, query_text="anything", query_vec=np.ones(4), allowed=np.zeros(0, bool),
+                 now_days=0)
+    assert r.hits == () and r.activated_count == 0
+    idx.upsert_nodes([NodeRecord(1, "anything at all", scope=Scope.PRIVATE, owner_key=5,
+                                 vector=np.ones(4))])
+    r = resonate(idx, query_text="anything", query_vec=np.ones(4),
+                 allowed=idx.visibility_mask(owner_keys=[6]), now_days=0)
+    assert r.hits == () and r.seeds == ()

@@ -1,0 +1,300 @@
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from memory.engine.text import (
+    Emotion,
+    TimeMention,
+    aliases,
+    canonical_entity,
+    date_terms,
+    emotion,
+    extract_entities,
+    has_time_expression,
+    key_terms,
+    parse_datetime,
+    resolve_times,
+    session_date_terms,
+)
+
+# Monday 8 May 2023, early afternoon.
+REF = datetime(2023, 5, 8, 13, 56)
+
+
+# --------------------------------------------------------------------------- parse_datetime
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56)),
+        ("10:37 am on 27 June, 2023", datetime(2023, 6, 27, 10, 37)),
+        ("12:05 am on 1 January, 2024", datetime(2024, 1, 1, 0, 5)),
+        ("12:30 pm on 3 Sept, 2022", datetime(2022, 9, 3, 12, 30)),
+        ("8 May 2023", datetime(2023, 5, 8)),
+        ("May 8, 2023", datetime(2023, 5, 8)),
+        ("May 8th 2023 at 18:45", datetime(2023, 5, 8, 18, 45)),
+        ("2023-05-08", datetime(2023, 5, 8)),
+        ("2023-05-08T13:56:00", datetime(2023, 5, 8, 13, 56)),
+    ],
+)
+def test_parse_datetime_forms(raw: str, expected: datetime) -> None:
+    assert parse_datetime(raw) == expected
+
+
+def test_parse_datetime_iso_keeps_offset() -> None:
+    got = parse_datetime("2023-05-08T13:56:00Z")
+    assert got == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("raw", ["", None, "not a date", "31 February 2023", "sometime in spring"])
+def test_parse_datetime_rejects(raw: str | None) -> None:
+    assert parse_datetime(raw) is None
+
+
+# --------------------------------------------------------------------------- entities
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Hey Mel! Good to see you!", ["Mel"]),
+        ("I went to a LGBTQ support group yesterday.", ["LGBTQ"]),
+        ("We flew to New York with Jordan's cousin.", ["New York", "Jordan"]),
+        ("Thanks Priya, that means a lot. Wow, I love it!", ["Priya"]),
+        ("She studied at the University of Michigan in March.", ["University of Michigan"]),
+        ("Painting helps me relax. Sam agrees, and Sam paints too.", ["Sam"]),
+        ("On Friday in May I saw Ana and Luis at the Louvre.", ["Ana", "Luis", "Louvre"]),
+        ("I'm so tired. I'd rather stay in.", []),
+    ],
+)
+def test_extract_entities(text: str, expected: list[str]) -> None:
+    assert extract_entities(text) == expected
+
+
+def test_extract_entities_deduplicates_case_insensitively_in_order() -> None:
+    text = "Marco called. Then Ines and MARCO went out; Ines drove."
+    assert extract_entities(text) == ["Marco", "Ines"]
+
+
+def test_extract_entities_sentence_initial_common_word_is_skipped() -> None:
+    assert extract_entities("Finished the race! Usually I walk.") == []
+    # ...but a sentence-initial name is kept.
+    assert extract_entities("Beatriz finished the race.") == ["Beatriz"]
+
+
+def test_key_terms_ranks_by_frequency_then_position() -> None:
+    text = "The pottery class was fun. Pottery is relaxing and the class teacher is kind, Ravi said."
+    terms = key_terms(text, 3)
+    assert terms == ["pottery", "class", "fun"]
+    assert "ravi" not in key_terms(text, 20)  # entities are indexed separately
+    assert "the" not in key_terms(text, 20)
+
+
+def test_key_terms_deterministic_and_bounded() -> None:
+    text = "hiking camping hiking kayaking swimming camping hiking"
+    assert key_terms(text, 2) == ["hiking", "camping"]
+    assert key_terms(text, 0) == []
+    assert key_terms(text, 10) == key_terms(text, 10)
+
+
+def test_canonical_entity_prefix_match() -> None:
+    known = ["Caroline", "Melanie"]
+    assert canonical_entity("Mel", known) == "Melanie"
+    assert canonical_entity("caroline", known) == "Caroline"
+    assert canonical_entity("Jo", known) == "Jo"  # too short to trust
+    assert canonical_entity("Bob", known) == "Bob"
+
+
+def test_canonical_entity_ambiguous_prefix_is_left_alone() -> None:
+    assert canonical_entity("Mel", ["Melanie", "Melissa"]) == "Mel"
+
+
+def test_aliases_dedupes_after_canonicalising() -> None:
+    assert aliases(["Mel", "Melanie", "Caroline"], ["Caroline", "Melanie"]) == ["Melanie", "Caroline"]
+
+
+# --------------------------------------------------------------------------- emotion
+
+
+def test_emotion_positive_and_negative() -> None:
+    assert emotion("I am happy").valence > 0.3
+    assert emotion("This is terrible and I feel awful").valence < -0.5
+
+
+def test_emotion_neutral() -> None:
+    assert emotion("The meeting is at three.") == Emotion(valence=0.0, intensity=0.0)
+
+
+def test_emotion_negation_flips_and_damps() -> None:
+    happy = emotion("I am happy").valence
+    not_happy = emotion("I am not happy").valence
+    assert not_happy < 0
+    assert abs(not_happy) < abs(happy)
+    assert emotion("It wasn't bad at all").valence > 0
+
+
+def test_emotion_negation_does_not_cross_clauses() -> None:
+    assert emotion("Not today, but I am happy").valence > 0
+
+
+def test_emotion_intensifiers_and_exclamations_raise_strength() -> None:
+    plain = emotion("I am happy")
+    boosted = emotion("I am so happy")
+    shouted = emotion("I am so happy!!")
+    assert boosted.valence > plain.valence
+    assert shouted.intensity > boosted.intensity > plain.intensity
+    assert emotion("I am really sad").valence < emotion("I am sad").valence
+
+
+def test_emotion_bounds() -> None:
+    e = emotion("SO SO happy!!! amazing wonderful fantastic love love love :) " * 5)
+    assert -1.0 <= e.valence <= 1.0
+    assert 0.0 <= e.intensity <= 1.0
+    assert e.valence > 0.9
+
+
+# --------------------------------------------------------------------------- resolve_times
+
+
+def d(y: int, m: int, day: int) -> date:
+    return date(y, m, day)
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end", "gran"),
+    [
+        ("I went yesterday", d(2023, 5, 7), d(2023, 5, 7), "day"),
+        ("I'm going today", d(2023, 5, 8), d(2023, 5, 8), "day"),
+        ("We eat out tonight", d(2023, 5, 8), d(2023, 5, 8), "day"),
+        ("See you tomorrow", d(2023, 5, 9), d(2023, 5, 9), "day"),
+        ("We danced last night", d(2023, 5, 7), d(2023, 5, 7), "day"),
+        ("the day before yesterday", d(2023, 5, 6), d(2023, 5, 6), "day"),
+        ("I started last week", d(2023, 5, 1), d(2023, 5, 7), "week"),
+        ("busy this week", d(2023, 5, 8), d(2023, 5, 14), "week"),
+        ("I'll call next week", d(2023, 5, 15), d(2023, 5, 21), "week"),
+        ("We hiked last weekend", d(2023, 5, 6), d(2023, 5, 7), "week"),
+        ("We'll hike this weekend", d(2023, 5, 13), d(2023, 5, 14), "week"),
+        ("I ran last Saturday", d(2023, 5, 6), d(2023, 5, 6), "day"),
+        ("I ran on Saturday", d(2023, 5, 6), d(2023, 5, 6), "day"),
+        ("I will run on Saturday", d(2023, 5, 13), d(2023, 5, 13), "day"),
+        ("It was last Monday", d(2023, 5, 1), d(2023, 5, 1), "day"),
+        ("see you next Friday", d(2023, 5, 12), d(2023, 5, 12), "day"),
+        ("we met last fri", d(2023, 5, 5), d(2023, 5, 5), "day"),
+        ("I moved last month", d(2023, 4, 1), d(2023, 4, 30), "month"),
+        ("I move next month", d(2023, 6, 1), d(2023, 6, 30), "month"),
+        ("so much this month", d(2023, 5, 1), d(2023, 5, 31), "month"),
+        ("I graduated last year", d(2022, 1, 1), d(2022, 12, 31), "year"),
+        ("I graduate next year", d(2024, 1, 1), d(2024, 12, 31), "year"),
+        ("It happened last May", d(2022, 5, 1), d(2022, 5, 31), "month"),
+        ("It happened last March", d(2023, 3, 1), d(2023, 3, 31), "month"),
+        ("I visited in April", d(2023, 4, 1), d(2023, 4, 30), "month"),
+        ("I visited in July", d(2022, 7, 1), d(2022, 7, 31), "month"),
+        ("I'm going to visit in July", d(2023, 7, 1), d(2023, 7, 31), "month"),
+        ("I quit two weeks ago", d(2023, 4, 24), d(2023, 4, 30), "week"),
+        ("I quit 3 days ago", d(2023, 5, 5), d(2023, 5, 5), "day"),
+        ("a couple of days ago", d(2023, 5, 6), d(2023, 5, 6), "day"),
+        ("I adopted him five years ago", d(2018, 1, 1), d(2018, 12, 31), "year"),
+        ("a month ago", d(2023, 4, 1), d(2023, 4, 30), "month"),
+        ("the week before", d(2023, 5, 1), d(2023, 5, 7), "week"),
+        ("I was there in 2022", d(2022, 1, 1), d(2022, 12, 31), "year"),
+        ("It was on 7 May 2023", d(2023, 5, 7), d(2023, 5, 7), "day"),
+        ("It was on the 3rd of April, 2021", d(2021, 4, 3), d(2021, 4, 3), "day"),
+        ("It was on May 7", d(2023, 5, 7), d(2023, 5, 7), "day"),
+        ("Party on December 24", d(2022, 12, 24), d(2022, 12, 24), "day"),
+        ("It was in May 2023", d(2023, 5, 1), d(2023, 5, 31), "month"),
+        ("it was 2023-04-30", d(2023, 4, 30), d(2023, 4, 30), "day"),
+        ("we went camping last summer", d(2022, 6, 1), d(2022, 8, 31), "month"),
+        ("we'll go camping this summer", d(2023, 6, 1), d(2023, 8, 31), "month"),
+    ],
+)
+def test_resolve_times_single(text: str, start: date, end: date, gran: str) -> None:
+    got = resolve_times(text, REF)
+    assert len(got) == 1, got
+    assert (got[0].start, got[0].end, got[0].granularity) == (start, end, gran)
+    assert got[0].surface in text
+
+
+def test_resolve_times_a_few_days_ago_is_approximate_week() -> None:
+    (m,) = resolve_times("I saw her a few days ago", REF)
+    assert m.granularity == "week"
+    assert m.approximate
+    assert m.start <= date(2023, 5, 5) <= m.end
+    assert m.start.weekday() == 0
+
+
+def test_resolve_times_few_weeks_ago_widens_to_month() -> None:
+    (m,) = resolve_times("a few weeks ago", REF)
+    assert (m.start, m.end, m.granularity, m.approximate) == (d(2023, 4, 1), d(2023, 4, 30), "month", True)
+
+
+def test_resolve_times_longest_match_wins_and_keeps_text_order() -> None:
+    got = resolve_times("Yesterday was great, and on 7 May 2023 and in May 2022 too.", REF)
+    assert [m.surface for m in got] == ["Yesterday", "7 May 2023", "in May 2022"]
+    assert [m.granularity for m in got] == ["day", "day", "month"]
+
+
+def test_resolve_times_ignores_modal_may_and_bare_seasons() -> None:
+    assert resolve_times("You may want to fall back on plan B.", REF) == []
+    assert resolve_times("I sat on the bench", REF) == []
+
+
+def test_resolve_times_accepts_date_ref() -> None:
+    assert resolve_times("yesterday", date(2023, 1, 1))[0].start == date(2022, 12, 31)
+
+
+def test_resolve_times_weekend_when_ref_is_sunday() -> None:
+    sunday = datetime(2023, 5, 14, 10, 0)
+    (m,) = resolve_times("last weekend", sunday)
+    assert (m.start, m.end) == (d(2023, 5, 6), d(2023, 5, 7))
+
+
+def test_resolve_times_last_weekday_on_same_weekday_goes_back_a_week() -> None:
+    (m,) = resolve_times("last Monday", REF)
+    assert m.start == REF.date() - timedelta(days=7)
+
+
+def test_has_time_expression() -> None:
+    assert has_time_expression("What did she do last weekend?")
+    assert not has_time_expression("What did she paint?")
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def test_date_terms_day_week_month_year() -> None:
+    day = TimeMention("yesterday", d(2023, 5, 7), d(2023, 5, 7), "day")
+    week = TimeMention("last week", d(2023, 5, 1), d(2023, 5, 7), "week")
+    month = TimeMention("last month", d(2023, 4, 1), d(2023, 4, 30), "month")
+    year = TimeMention("in 2022", d(2022, 1, 1), d(2022, 12, 31), "year")
+    assert date_terms([day]) == "7 May 2023 May 2023 2023"
+    assert date_terms([week]) == "week of 1 May 2023 May 2023"
+    assert date_terms([month]) == "April 2023"
+    assert date_terms([year]) == "2022"
+    assert date_terms([]) == ""
+
+
+def test_date_terms_dedupes_across_mentions_and_names_weekends_and_seasons() -> None:
+    rendered = date_terms(resolve_times("yesterday and last weekend", REF))
+    assert rendered == "7 May 2023 May 2023 2023 weekend of 6 May 2023"
+    assert date_terms(resolve_times("last summer", REF)).startswith("summer 2022 June 2022")
+
+
+def test_date_terms_week_spanning_two_months() -> None:
+    week = TimeMention("last week", d(2023, 5, 29), d(2023, 6, 4), "week")
+    assert date_terms([week]) == "week of 29 May 2023 May 2023 June 2023"
+
+
+def test_session_date_terms() -> None:
+    assert session_date_terms(REF) == "8 May 2023 May 2023 2023 Monday"
+    assert session_date_terms(date(2022, 12, 25)) == "25 December 2022 December 2022 2022 Sunday"
+
+
+def test_results_are_frozen() -> None:
+    m = resolve_times("yesterday", REF)[0]
+    with pytest.raises(AttributeError):
+        m.start = date(2000, 1, 1)  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        emotion("happy").valence = 0.0  # type: ignore[misc]

@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+import pytest
+
+from memory.cache import get_cache
+from memory.models import Node
+
+pytestmark = pytest.mark.django_db
+
+TURNS = [
+    ("Ana", "We booked the Lisbon offsite for March 14."),
+    ("Ben", "I will reserve the Alfama venue tomorrow."),
+    ("Ana", "Ben prefers window seats on the flight."),
+    ("Ben", "My cat Miso knocked the coffee over my keyboard."),
+    ("Ana", "The quarterly budget review moved to Friday."),
+]
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    get_cache().drop()
+    yield
+    get_cache().drop()
+
+
+def _weave(client, session="s1", turns=TURNS, **extra):
+    body = {"session_key": session, "turns": [{"speaker": s, "text": t} for s, t in turns], **extra}
+    r = client.post("/api/v1/memories/weave-session", body, format="json")
+    assert r.status_code == 201, r.content
+    return r.json()["node_ids"]
+
+
+def test_resonate_finds_the_turn_and_explains_it(world, client_for):
+    c = client_for(world["a"].key)
+    ids = _weave(c)
+    r = c.post("/api/v1/memories/resonate", {"query": "What is the name of Ben's cat?"}, format="json")
+    assert r.status_code == 200, r.content
+    body = r.json()
+    top = body["hits"][0]
+    assert top["node_id"] == ids[3]
+    ex = top["explanation"]
+    assert ex["seed"] is True and set(ex["channels"]) == {"lexical", "vector"}
+    assert {"activation", "tension", "context_match", "cosine", "final"} <= set(ex["parts"])
+    assert body["route"]["qtype"] and isinstance(body["route"]["depth"], int)
+    assert body["degraded"] == []
+
+
+def test_recall_reinforces_frequency(world, client_for):
+    c = client_for(world["a"].key)
+    ids = _weave(c)
+    c.post("/api/v1/memories/resonate", {"query": "Ben's cat", "k": 1}, format="json")
+    n = Node.objects.get(id=ids[3])
+    assert n.mentions == 1 and n.last_recalled_at is not None
+    c.post("/api/v1/memories/resonate", {"query": "Ben's cat", "k": 1, "reinforce": False}, format="json")
+    assert Node.objects.get(id=ids[3]).mentions == 1
+
+
+def test_other_owners_private_memory_is_never_touched(world, client_for):
+    a = world["a"]
+    _weave(client_for(a.key))  # private to the agent
+    r = client_for(a.owner).post("/api/v1/memories/resonate", {"query": "Ben's cat Miso"}, format="json")
+    assert r.status_code == 200 and r.json()["hits"] == []  # even the org owner sees no private memory
+    r = client_for(world["b"].key).post("/api/v1/memories/resonate", {"query": "Ben's cat Miso"}, format="json")
+    assert r.json()["hits"] == []
+
+
+def test_org_and_team_visibility(world, client_for):
+    a = world["a"]
+    org_ids = _weave(client_for(a.key), session="o", turns=[("Ana", "The office wifi password rotates monthly.")],
+                     visibility="org")
+    team_ids = _weave(client_for(a.key), session="t", turns=[("Ana", "Team standup moved to 9:30.")],
+                      visibility="team")
+    owner_hits = client_for(a.owner).post("/api/v1/memories/resonate", {"query": "wifi password standup"},
+                                          format="json").json()["hits"]
+    assert {h["node_id"] for h in owner_hits} == set(org_ids)  # owner is not in the team
+    member_hits = client_for(a.member).post("/api/v1/memories/resonate", {"query": "wifi password standup"},
+                                            format="json").json()["hits"]
+    assert {h["node_id"] for h in member_hits} == set(org_ids) | set(team_ids)
+    other_org = client_for(world["b"].owner).post("/api/v1/memories/resonate", {"query": "wifi password"},
+                                                  format="json").json()["hits"]
+    assert other_org == []
+
+
+def test_deleted_nodes_leave_results(world, client_for):
+    c = client_for(world["a"].key)
+    ids = _weave(c)
+    assert c.post("/api/v1/memories/resonate", {"query": "Miso cat"}, format="json").json()["hits"][0]["node_id"] == ids[3]
+    assert c.delete(f"/api/v1/memories/nodes/{ids[3]}").status_code == 204
+    hits = c.post("/api/v1/memories/resonate", {"query": "Miso cat"}, format="json").json()["hits"]
+    assert ids[3] not in {h["node_id"] for h in hits}
+    assert c.get(f"/api/v1/memories/nodes/{ids[3]}").status_code == 404
+
+
+def test_cache_rebuild_gives_identical_results(world, client_for):
+    c = client_for(world["a"].key)
+    _weave(c)
+    q = {"query": "Who is travelling to Lisbon and where do they sit?", "reinforce": False}
+    first = c.post("/api/v1/memories/resonate", q, format="json").json()["hits"]
+    get_cache().drop()
+    second = c.post("/api/v1/memories/resonate", q, format="json").json()["hits"]
+    assert [(h["node_id"], h["score"]) for h in first] == [(h["node_id"], h["score"]) for h in second]
+
+
+@pytest.mark.parametrize("body", [
+    {"query": ""}, {"query": "x", "k": 0}, {"query": "x", "k": 10_000}, {"query": "x", "depth": -1},
+    {"query": ["x"]}, {"query": "x", "budget": 3}, {"query": "x" * 4001},
+])
+def test_bad_resonate_input_is_400(world, client_for, body):
+    r = client_for(world["a"].key).post("/api/v1/memories/resonate", body, format="json")
+    assert r.status_code == 400, r.content
+
+
+def test_nodes_list_and_cross_org_404(world, client_for):
+    ids = _weave(client_for(world["a"].key))
+    r = client_for(world["a"].key).get("/api/v1/memories/nodes")
+    assert r.status_code == 200 and {n["id"] for n in r.json()["results"]} == set(ids)
+    silks = r.json()["results"][0]["silks"]
+    assert {"fact", "relations", "temporal", "emotion", "frequency", "provenance", "tension"} == set(silks)
+    for who in (world["b"].key, world["b"].owner):
+        assert client_for(who).get(f"/api/v1/memories/nodes/{ids[0]}").status_code == 404
+        assert client_for(who).delete(f"/api/v1/memories/nodes/{ids[0]}").status_code == 404
