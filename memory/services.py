@@ -241,3 +241,23 @@ def record_recall(*, node_ids: list[int]) -> None:
         # Recall also restarts the decay clock: a memory in use should not fade.
         Node.objects.filter(id__in=node_ids).update(mentions=F("mentions") + 1, last_recalled_at=now,
                                                     tension_updated_at=now)
+
+
+def reembed_missing(*, org_id: int | None = None, batch: int = 256) -> int:
+    """Fill vectors of nodes written while the embedder failed; returns how many were filled."""
+    qs = Node.objects.filter(embedded=False, deleted_at__isnull=True)
+    if org_id is not None:
+        qs = qs.filter(org_id=org_id)
+    done = 0
+    embedder = get_embedder()
+    while True:
+        rows = list(qs.order_by("id").values_list("id", "text")[:batch])
+        if not rows:
+            return done
+        vectors = embedder.passages([t for _, t in rows])
+        if vectors is None:
+            return done  # still down; the next run retries
+        with transaction.atomic():
+            for (nid, _), vec in zip(rows, vectors, strict=True):
+                Node.objects.filter(id=nid, embedded=False).update(embedding=vec, embedded=True)
+        done += len(rows)

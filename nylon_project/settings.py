@@ -110,6 +110,9 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("NYLON_CELERY_QUEUE", "nylon")
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("NYLON_CELERY_VISIBILITY_TIMEOUT", 600)}
 CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.nylon_home() / "celerybeat-schedule")
 CELERY_TASK_ALWAYS_EAGER = False
+CELERY_BEAT_SCHEDULE = {
+    "reembed-missing": {"task": "memory.reembed_missing", "schedule": env_float("NYLON_REEMBED_EVERY_SECS", 600)},
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

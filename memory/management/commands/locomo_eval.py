@@ -99,6 +99,9 @@ class Command(BaseCommand):
         parser.add_argument("--out", default="", help="write the results as JSON here")
         parser.add_argument("--keep", action="store_true", help="keep the ingested eval org")
         parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
+        parser.add_argument("--reuse", action="store_true",
+                            help="reuse the eval org kept by an earlier --keep run (skips ingestion)")
+        parser.add_argument("--no-baselines", action="store_true", help="skip the baseline lists (faster)")
         parser.add_argument("--set", action="append", default=[],
                             help="engine parameter override for ablations, e.g. --set depth=0")
 
@@ -111,10 +114,16 @@ class Command(BaseCommand):
             name, _, value = kv.partition("=")
             overrides[name] = json.loads(value) if value[:1] in "0123456789-[{tf" else value
         convs = load_conversations(path)[: limit or None]
-        Organization.objects.filter(slug=EVAL_ORG).delete()
+        reuse = opts["reuse"] and Organization.objects.filter(slug=EVAL_ORG).exists()
+        baselines = not opts["no_baselines"]
         User = get_user_model()
-        admin, _ = User.objects.get_or_create(username="locomo-eval-admin")
-        org = team_services.organization_create(name="LoCoMo eval", slug=EVAL_ORG, owner=admin)
+        if reuse:
+            org = Organization.objects.get(slug=EVAL_ORG)
+            keep = True
+        else:
+            Organization.objects.filter(slug=EVAL_ORG).delete()
+            admin, _ = User.objects.get_or_create(username="locomo-eval-admin")
+            org = team_services.organization_create(name="LoCoMo eval", slug=EVAL_ORG, owner=admin)
         get_cache().drop(org.id)
 
         results = {"variants": {}, "conversations": {}, "params": overrides}
@@ -134,7 +143,17 @@ class Command(BaseCommand):
             dia_node: dict[str, int] = {}
             turn_rows: list[tuple[int, str, str]] = []  # node id, text, window text
             t = time.perf_counter()
+            if reuse:
+                from memory.models import Node
+
+                dia_node = dict(Node.objects.filter(org=org, owner_user=user).values_list("event_id", "id"))
             for n, date_s, turns in tqdm(sessions_of(conv), desc=f"ingest {conv_id}", leave=False):
+                if reuse:
+                    texts = [turn_text(tt.get("text", ""), tt.get("blip_caption")) for tt in turns]
+                    for i, tt in enumerate(turns):
+                        win = " ".join(texts[max(0, i - 1): i + 2])
+                        turn_rows.append((dia_node[tt["dia_id"]], f"{tt.get('speaker', '')}: {texts[i]}", win))
+                    continue
                 when = parse_datetime(date_s)
                 ins = [services.TurnIn(text=tt.get("text", ""), speaker=tt.get("speaker", ""),
                                        occurred_at=when, event_id=tt["dia_id"],
@@ -155,8 +174,8 @@ class Command(BaseCommand):
             for i, (_, text, win) in enumerate(turn_rows):
                 bm.add(i, tokenize(text))
                 bmw.add(i, tokenize(win))
-            emb = embedder.passages([r[1] for r in turn_rows])
-            embw = embedder.passages([r[2] for r in turn_rows])
+            emb = embedder.passages([r[1] for r in turn_rows]) if baselines else None
+            embw = embedder.passages([r[2] for r in turn_rows]) if baselines else None
 
             conv_recall = Recall()
             for qa in conv.get("qa", []):
@@ -180,6 +199,8 @@ class Command(BaseCommand):
                 sys_all.add(cat, evs <= got)
                 sys_seed.add(cat, bool(set(outcome.result.seed_ids) & evs))
 
+                if not baselines:
+                    continue
                 qt = tokenize(q)
                 allow = np.ones(len(turn_rows), bool)
                 l_bm = [int(ids[i]) for i in bm.search(qt, k, allow)[0]]

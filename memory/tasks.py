@@ -1,0 +1,26 @@
+"""Memory background tasks: they take ids and call services."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(acks_late=True, name="memory.warm_cache")
+def warm_cache(org_id: int) -> dict:
+    """Build (or catch up) this process's engine cache for an org; returns its stats.
+
+    Operators run it after a deploy so the first query of a tenant is not a cold build; tests use it
+    to prove that a worker process sees writes committed through the web process."""
+    from .cache import get_cache
+
+    index = get_cache().get(org_id)
+    return {**index.stats(), "watermark": int(index.watermark)}
+
+
+@shared_task(acks_late=True, name="memory.reembed_missing", autoretry_for=(ConnectionError,),
+             retry_backoff=True, max_retries=5)
+def reembed_missing(org_id: int | None = None, batch: int = 256) -> int:
+    """Embed nodes written while the embedder was down. Idempotent: only rows still missing."""
+    from .services import reembed_missing as run
+
+    return run(org_id=org_id, batch=batch)
