@@ -62,7 +62,9 @@ def main() -> None:
         f"scipy CSR f64: {base_bytes / 1e6:8.1f} MB  {base_bytes / max(base.nnz // 2, 1):5.2f} B/edge  "
         f"{base_bytes / n_nodes:6.2f} B/node  (no edge kinds)  build {base_s:.1f}s"
     )
-    print(f"ratio engine/scipy: {g.nbytes / base_bytes:.2f}; budget 150 MB -> {'OK' if mb <= 150 else 'OVER'}")
+    print(
+        f"ratio engine/scipy: {g.nbytes / base_bytes:.2f}; budget 150 MB -> {'OK' if mb <= 150 else 'OVER'}"
+    )
     print(f"neighbors(64-node frontier): {nb_us:.0f} us")
 
 

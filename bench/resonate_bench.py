@@ -61,7 +61,9 @@ def main() -> None:
     t_nodes = time.perf_counter() - t
     t = time.perf_counter()
     idx.add_edges_local(
-        rng.integers(0, n, m), rng.integers(0, n, m), rng.uniform(0.1, 1.0, m),
+        rng.integers(0, n, m),
+        rng.integers(0, n, m),
+        rng.uniform(0.1, 1.0, m),
         rng.integers(0, len(EdgeKind), m),
     )
     t_edges = time.perf_counter() - t
@@ -70,8 +72,10 @@ def main() -> None:
     idx.vectors.search(vecs[0], 10, allowed)  # builds the HNSW lazily
     t_hnsw = time.perf_counter() - t
     print(f"n={n:,} edges={m:,} dim={dim} visible={int(allowed.sum()):,}")
-    print(f"build: nodes {t_nodes:.1f}s  edges {t_edges:.1f}s  hnsw {t_hnsw:.1f}s  "
-          f"memory {idx.nbytes() / 1e6:.0f} MB (graph {idx.graph.nbytes / 1e6:.1f} MB)")
+    print(
+        f"build: nodes {t_nodes:.1f}s  edges {t_edges:.1f}s  hnsw {t_hnsw:.1f}s  "
+        f"memory {idx.nbytes() / 1e6:.0f} MB (graph {idx.graph.nbytes / 1e6:.1f} MB)"
+    )
 
     t = time.perf_counter()
     for _ in range(50):
@@ -88,12 +92,13 @@ def main() -> None:
         times = []
         for text, qv in queries:
             t = time.perf_counter()
-            r = resonate(idx, query_text=text, query_vec=qv, allowed=allowed, params=params,
-                         now_days=400.0)
+            r = resonate(idx, query_text=text, query_vec=qv, allowed=allowed, params=params, now_days=400.0)
             times.append(time.perf_counter() - t)
         times.sort()
-        print(f"depth {depth}: p50 {times[len(times) // 2] * 1e3:.2f} ms  "
-              f"p95 {times[int(len(times) * 0.95)] * 1e3:.2f} ms  activated~{r.activated_count}")
+        print(
+            f"depth {depth}: p50 {times[len(times) // 2] * 1e3:.2f} ms  "
+            f"p95 {times[int(len(times) * 0.95)] * 1e3:.2f} ms  activated~{r.activated_count}"
+        )
 
 
 if __name__ == "__main__":

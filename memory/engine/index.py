@@ -20,6 +20,7 @@ from .tension import seed_until, tension
 from .tokenize import tokenize
 from .types import TENSION_THRESHOLD, NodeKind, NodeRecord, Scope
 from .vectors import VectorIndex
+from .windows import ContextWindows
 
 __all__ = ["TenantIndex"]
 
@@ -72,6 +73,7 @@ class TenantIndex:
         self._local: dict[int, int] = {}
         self.texts: list[str] = []
         self.bm25 = BM25Index(k1=bm25_k1, b=bm25_b)
+        self.windows = ContextWindows(k1=bm25_k1, b=bm25_b)
         self.vectors = VectorIndex(self.dim, **dict(vector_opts or {}))
         self.graph = Graph(0, **dict(graph_opts or {}))
 
@@ -115,14 +117,18 @@ class TenantIndex:
                 for c in cols.values():
                     c.resize(pos + 1)
                 cols["node_id"].view[pos] = nid
-                self.bm25.add(pos, rec.tokens if rec.tokens is not None else tokenize(rec.text))
+                toks = rec.tokens if rec.tokens is not None else tokenize(rec.text)
+                self.bm25.add(pos, toks)
+                self.windows.update(pos, rec.session_key, rec.seq, toks)
                 if rec.vector is None:
                     missing.append(pos)
             else:
                 cols["deleted"].view[pos] = False
                 if rec.text != self.texts[pos] or rec.tokens is not None or pos not in self.bm25:
                     self.texts[pos] = rec.text
-                    self.bm25.add(pos, rec.tokens if rec.tokens is not None else tokenize(rec.text))
+                    toks = rec.tokens if rec.tokens is not None else tokenize(rec.text)
+                    self.bm25.add(pos, toks)
+                    self.windows.update(pos, rec.session_key, rec.seq, toks)
             for name in _RECORD_COLUMNS:
                 cols[name].view[pos] = getattr(rec, name)
             if rec.vector is not None:
@@ -192,6 +198,7 @@ class TenantIndex:
         self._cols["deleted"].view[locs] = True
         for p in locs.tolist():
             self.bm25.remove(p)
+            self.windows.remove(p)
         self.vectors.remove(locs)
         return int(locs.size)
 
@@ -262,7 +269,15 @@ class TenantIndex:
         cols = sum(c.nbytes for c in self._cols.values())
         texts = sum(len(t) + 49 for t in self.texts) + 8 * len(self.texts)
         local = 100 * len(self._local)
-        return cols + texts + local + self.bm25.nbytes() + self.vectors.nbytes() + self.graph.nbytes
+        return (
+            cols
+            + texts
+            + local
+            + self.bm25.nbytes()
+            + self.windows.nbytes()
+            + self.vectors.nbytes()
+            + self.graph.nbytes
+        )
 
     def stats(self) -> dict[str, int]:
         return {

@@ -125,22 +125,36 @@ def fuse_seeds(
     vec_ids: np.ndarray,
     vec_scores: np.ndarray,
     params: ResonateParams,
+    win_ids: np.ndarray | None = None,
+    win_scores: np.ndarray | None = None,
+    *,
+    raw: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Merge the two channels into seed (locals, activation in (0, 1])."""
-    ids = np.union1d(lex_ids, vec_ids).astype(np.int64)
+    """Merge the channels into seed (locals, activation in (0, 1]).
+
+    Channels are the turn-level lexical list, the vector list and (optionally) the
+    context-window lexical list, each weighted (w_lex, w_vec, w_win). ``raw`` returns the
+    un-normalised fused score instead of the floored activation.
+    """
+    if win_ids is None:
+        win_ids = np.empty(0, np.int64)
+        win_scores = np.empty(0, np.float64)
+    channels = (
+        (lex_ids, lex_scores, params.w_lex),
+        (vec_ids, vec_scores, params.w_vec),
+        (win_ids, win_scores, params.w_win),
+    )
+    ids = np.union1d(np.union1d(lex_ids, vec_ids), win_ids).astype(np.int64)
     if ids.size == 0:
         return ids, np.empty(0, dtype=np.float64)
     fused = np.zeros(ids.size, dtype=np.float64)
     if params.fusion == "rrf":
-        for ch_ids in (lex_ids, vec_ids):
+        for ch_ids, _sc, wt in channels:
             if ch_ids.size:
                 pos = np.searchsorted(ids, ch_ids)
-                fused[pos] += 1.0 / (params.rrf_k + np.arange(1, ch_ids.size + 1))
+                fused[pos] += wt / (params.rrf_k + np.arange(1, ch_ids.size + 1))
     elif params.fusion == "weighted":
-        for ch_ids, ch_sc, wt in (
-            (lex_ids, lex_scores, params.w_lex),
-            (vec_ids, vec_scores, params.w_vec),
-        ):
+        for ch_ids, ch_sc, wt in channels:
             if ch_ids.size:
                 s = np.asarray(ch_sc, dtype=np.float64)
                 lo, hi = s.min(), s.max()
@@ -148,6 +162,9 @@ def fuse_seeds(
                 fused[np.searchsorted(ids, ch_ids)] += wt * norm
     else:
         raise ValueError(f"unknown fusion {params.fusion!r}")
+    if raw:
+        order = np.lexsort((ids, -fused))
+        return ids[order], fused[order]
     top = fused.max()
     act = fused / top if top > 0 else np.ones_like(fused)
     act = np.maximum(act, params.seed_floor)
@@ -191,7 +208,13 @@ def resonate(
     else:
         vec_ids, vec_sc = np.empty(0, np.int64), np.empty(0, np.float32)
 
-    seed_l, seed_a = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params)
+    if params.n_win > 0:
+        wq = index.windows.query(tokens, vis)
+        win_ids, win_sc = wq.top(params.n_win, seedable)
+    else:
+        win_ids, win_sc = np.empty(0, np.int64), np.empty(0, np.float64)
+
+    seed_l, seed_a = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc)
     lex_rank = {int(x): r for r, x in enumerate(lex_ids.tolist(), 1)}
     vec_rank = {int(x): r for r, x in enumerate(vec_ids.tolist(), 1)}
     node_id_col = index.col("node_id")
@@ -222,7 +245,11 @@ def resonate(
     score = act * ten * ctx
     cos = np.full(cand.size, np.nan)
     final = score
-    if params.rerank and qvec is not None and params.w_rerank > 0 and cand.size:
+    if params.final == "rank" and cand.size:
+        final, cos = _rank_final(
+            index, cand, score, qvec, params, (lex_ids, lex_sc, vec_ids, vec_sc, win_ids, win_sc), vis
+        )
+    elif params.rerank and qvec is not None and params.w_rerank > 0 and cand.size:
         cos = index.vectors.cosine(cand, qvec)
         top = score.max()
         base = score / top if top > 0 else score
@@ -283,6 +310,51 @@ def resonate(
         dropped_for_chars=dropped,
         hops_done=actv.hops_done,
     )
+
+
+def _rr(values: np.ndarray, k: int) -> np.ndarray:
+    """1/(k + rank) of each value (rank 1 = largest; NaN ranks last)."""
+    v = np.where(np.isnan(values), -np.inf, values)
+    order = np.lexsort((np.arange(v.size), -v))
+    ranks = np.empty(v.size, dtype=np.float64)
+    ranks[order] = np.arange(1, v.size + 1)
+    out = 1.0 / (k + ranks)
+    out[np.isinf(v)] = 0.0
+    return out
+
+
+def _rank_final(index, cand, score, qvec, params, lists, vis):
+    """Reciprocal-rank fusion of the seed channels with diffusion score and cosine ranks."""
+    lex_ids, lex_sc, vec_ids, vec_sc, win_ids, win_sc = lists
+    ids, fused = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc, raw=True)
+    order = np.argsort(ids)
+    ids, fused = ids[order], fused[order]
+    final = np.zeros(cand.size, dtype=np.float64)
+    if ids.size:
+        pos = np.minimum(np.searchsorted(ids, cand), ids.size - 1)
+        hit = ids[pos] == cand
+        final[hit] = fused[pos[hit]]
+    rk = params.rrf_k
+    if params.w_rank_act > 0:
+        final += params.w_rank_act * _rr(score, rk)
+    cos = np.full(cand.size, np.nan)
+    if qvec is not None:
+        cos = index.vectors.cosine(cand, qvec)
+        if params.w_rank_cos > 0:
+            final += params.w_rank_cos * _rr(cos, rk)
+        if params.w_rank_wcos > 0:
+            members = index.windows.neighbours(cand)
+            flat = np.fromiter((m for ms in members for m in ms), np.int64)
+            lens = np.fromiter((len(ms) for ms in members), np.int64, len(members))
+            ok = vis[flat]
+            c = index.vectors.cosine(flat, qvec)
+            c = np.where(ok & ~np.isnan(c), c, 0.0)
+            cnt = np.add.reduceat(
+                (ok & ~np.isnan(index.vectors.cosine(flat, qvec))).astype(float), np.cumsum(lens) - lens
+            )
+            wcos = np.add.reduceat(c, np.cumsum(lens) - lens) / np.maximum(cnt, 1)
+            final += params.w_rank_wcos * _rr(wcos, rk)
+    return final, cos
 
 
 def _path(loc: int, parent_of: dict[int, int], node_id_col: np.ndarray) -> tuple[int, ...]:

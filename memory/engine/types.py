@@ -113,6 +113,16 @@ class ResonateParams:
     w_ctx: float = 0.5
     rerank: bool = True
     w_rerank: float = 0.5
+    # Context-window lexical channel (BM25 over each node +- its session neighbours); 0 = off.
+    n_win: int = 0
+    w_win: float = 0.5
+    # Final ordering: "blend" = (1-w_rerank)*score/max + w_rerank*cosine; "rank" = weighted
+    # reciprocal-rank fusion of the seed channels with the ranks of diffusion score, cosine and
+    # window cosine (mean cosine over the node's context window) among all candidates.
+    final: Literal["blend", "rank"] = "blend"
+    w_rank_act: float = 0.5
+    w_rank_cos: float = 0.5
+    w_rank_wcos: float = 0.0
     tension_threshold: float = TENSION_THRESHOLD
     max_chars: int = 8000
     truncation_marker: str = " …[truncated]"

@@ -81,10 +81,7 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
     t0, lam = index.col("t0"), index.col("lam")
     last, ment = index.col("last_updated"), index.col("mentions")
     ten_all = np.array(
-        [
-            t0[i] * math.exp(-lam[i] * max(0.0, now - last[i])) * (1 + 0.1 * min(ment[i], 10))
-            for i in range(n)
-        ]
+        [t0[i] * math.exp(-lam[i] * max(0.0, now - last[i])) * (1 + 0.1 * min(ment[i], 10)) for i in range(n)]
     )
     seedable = vis & (kind != NodeKind.BRIDGE) & (ten_all >= params.tension_threshold)
     docs = [tokenize(t) for t in index.texts]
@@ -111,8 +108,9 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
     seeds = sorted(fused, key=lambda i: (-fused[i], i))
     acts = [max(fused[i] / top, params.seed_floor) for i in seeds]
     W = dense_adjacency(index)
-    act = ref_diffuse(W, seeds, acts, vis, params.depth, params.hop_decay, params.combine,
-                      params.max_activated)
+    act = ref_diffuse(
+        W, seeds, acts, vis, params.depth, params.hop_decay, params.combine, params.max_activated
+    )
     qset = set(q)
     scored = {}
     for i, (a, _, _) in act.items():

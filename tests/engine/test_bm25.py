@@ -24,9 +24,7 @@ def brute_bm25(
     docs: list[list[str] | None], query: list[str], allowed: np.ndarray | None, k1=1.2, b=0.75
 ) -> np.ndarray:
     """Scores straight from the formula; stats over live allowed docs."""
-    live = [
-        i for i, d in enumerate(docs) if d is not None and (allowed is None or allowed[i])
-    ]
+    live = [i for i, d in enumerate(docs) if d is not None and (allowed is None or allowed[i])]
     n = len(live)
     avgdl = sum(len(docs[i]) for i in live) / n
     scores = np.zeros(len(docs))

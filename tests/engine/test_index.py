@@ -18,17 +18,19 @@ from memory.engine import (
 
 def _vis_index() -> TenantIndex:
     idx = TenantIndex(4)
-    idx.upsert_nodes([
-        NodeRecord(1, "mine private", owner_key=10, scope=Scope.PRIVATE),
-        NodeRecord(2, "other private", owner_key=20, scope=Scope.PRIVATE),
-        NodeRecord(3, "team a", owner_key=20, team_id=7, scope=Scope.TEAM),
-        NodeRecord(4, "team b", owner_key=20, team_id=8, scope=Scope.TEAM),
-        NodeRecord(5, "team b mine", owner_key=10, team_id=8, scope=Scope.TEAM),
-        NodeRecord(6, "org", owner_key=20, scope=Scope.ORG),
-        NodeRecord(7, "restricted", owner_key=20, scope=Scope.RESTRICTED),
-        NodeRecord(8, "restricted other", owner_key=10, scope=Scope.RESTRICTED),
-        NodeRecord(9, "org deleted", owner_key=10, scope=Scope.ORG),
-    ])
+    idx.upsert_nodes(
+        [
+            NodeRecord(1, "mine private", owner_key=10, scope=Scope.PRIVATE),
+            NodeRecord(2, "other private", owner_key=20, scope=Scope.PRIVATE),
+            NodeRecord(3, "team a", owner_key=20, team_id=7, scope=Scope.TEAM),
+            NodeRecord(4, "team b", owner_key=20, team_id=8, scope=Scope.TEAM),
+            NodeRecord(5, "team b mine", owner_key=10, team_id=8, scope=Scope.TEAM),
+            NodeRecord(6, "org", owner_key=20, scope=Scope.ORG),
+            NodeRecord(7, "restricted", owner_key=20, scope=Scope.RESTRICTED),
+            NodeRecord(8, "restricted other", owner_key=10, scope=Scope.RESTRICTED),
+            NodeRecord(9, "org deleted", owner_key=10, scope=Scope.ORG),
+        ]
+    )
     idx.delete_nodes([9])
     return idx
 
@@ -52,8 +54,12 @@ def test_visibility_mask_semantics() -> None:
 
 def test_upsert_updates_in_place_without_duplicate_postings() -> None:
     idx = TenantIndex(4)
-    idx.upsert_nodes([NodeRecord(1, "apple banana", scope=Scope.ORG, vector=[1, 0, 0, 0]),
-                      NodeRecord(2, "cherry", scope=Scope.ORG, vector=[0, 1, 0, 0])])
+    idx.upsert_nodes(
+        [
+            NodeRecord(1, "apple banana", scope=Scope.ORG, vector=[1, 0, 0, 0]),
+            NodeRecord(2, "cherry", scope=Scope.ORG, vector=[0, 1, 0, 0]),
+        ]
+    )
     locs = idx.upsert_nodes([NodeRecord(1, "apple durian", scope=Scope.ORG, mentions=3)])
     assert locs.tolist() == [0] and idx.n == 2
     assert idx.col("mentions")[0] == 3
@@ -71,12 +77,14 @@ def test_upsert_updates_in_place_without_duplicate_postings() -> None:
 
 def test_column_dict_input_and_delete() -> None:
     idx = TenantIndex(2)
-    idx.upsert_nodes({"node_id": [5, 6], "text": ["red fox", "blue fox"], "scope": [2, 2],
-                      "vector": [[1.0, 0.0], None]})
+    idx.upsert_nodes(
+        {"node_id": [5, 6], "text": ["red fox", "blue fox"], "scope": [2, 2], "vector": [[1.0, 0.0], None]}
+    )
     assert idx.local_of(6) == 1 and not idx.vectors.has_vector(np.array([1]))[0]
     assert idx.delete_nodes([5, 404]) == 1
-    r = resonate(idx, query_text="fox", query_vec=np.array([1.0, 0.0]),
-                 allowed=np.ones(idx.n, bool), now_days=0)
+    r = resonate(
+        idx, query_text="fox", query_vec=np.array([1.0, 0.0]), allowed=np.ones(idx.n, bool), now_days=0
+    )
     assert r.node_ids == (6,)
 
 
@@ -94,8 +102,13 @@ def test_record_recall_and_tension() -> None:
 
 
 def test_tension_formula() -> None:
-    t = tension(np.array([1.0, 2.0, 1.0]), np.array([0.5, 0.0, 1.0]),
-                np.array([0.0, 0.0, 5.0]), np.array([0, 25, 3]), 2.0)
+    t = tension(
+        np.array([1.0, 2.0, 1.0]),
+        np.array([0.5, 0.0, 1.0]),
+        np.array([0.0, 0.0, 5.0]),
+        np.array([0, 25, 3]),
+        2.0,
+    )
     np.testing.assert_allclose(t, [math.exp(-1.0), 2.0 * 2.0, 1.0 * 1.3])
 
 
@@ -114,14 +127,24 @@ def test_rebuild_gives_identical_results() -> None:
     words = "ship deploy rollback alert cache queue kafka redis oncall pager".split()
     n = 300
     records = [
-        NodeRecord(1000 + i, " ".join(rng.choice(words, 5)), scope=Scope.ORG,
-                   kind=int(rng.choice([0, 1, 2])), lam=0.01, last_updated=float(i % 30),
-                   vector=rng.normal(size=8))
+        NodeRecord(
+            1000 + i,
+            " ".join(rng.choice(words, 5)),
+            scope=Scope.ORG,
+            kind=int(rng.choice([0, 1, 2])),
+            lam=0.01,
+            last_updated=float(i % 30),
+            vector=rng.normal(size=8),
+        )
         for i in range(n)
     ]
     m = 1500
-    edges = (rng.integers(1000, 1000 + n, m), rng.integers(1000, 1000 + n, m),
-             rng.random(m).astype(np.float32), rng.integers(0, len(EdgeKind), m))
+    edges = (
+        rng.integers(1000, 1000 + n, m),
+        rng.integers(1000, 1000 + n, m),
+        rng.random(m).astype(np.float32),
+        rng.integers(0, len(EdgeKind), m),
+    )
     a = _build(records, edges, min_delta=100_000)  # everything stays in the delta
     b = _build(records, edges, min_delta=50)  # compacted many times
     c = _build(records, edges, min_delta=100_000)
@@ -129,8 +152,14 @@ def test_rebuild_gives_identical_results() -> None:
     qv = rng.normal(size=8)
     params = ResonateParams(depth=3, k=20)
     results = [
-        resonate(x, query_text="deploy rollback cache", query_vec=qv,
-                 allowed=x.visibility_mask(), params=params, now_days=40.0)
+        resonate(
+            x,
+            query_text="deploy rollback cache",
+            query_vec=qv,
+            allowed=x.visibility_mask(),
+            params=params,
+            now_days=40.0,
+        )
         for x in (a, b, c)
     ]
     key = [[(h.node_id, h.score, h.explanation.path) for h in r.hits] for r in results]

@@ -38,7 +38,5 @@ def test_engine_imports_only_allowed_modules() -> None:
 
 def test_import_does_not_load_django() -> None:
     code = "import sys, memory.engine; assert 'django' not in sys.modules, 'django imported'"
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=ENGINE.parents[1], capture_output=True, text=True
-    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ENGINE.parents[1], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -57,8 +57,9 @@ def test_diffuse_matches_dense_reference(combine: str, depth: int, seed: int) ->
     acts = rng.uniform(0.2, 1.0, seeds.size)
     W = dense_adjacency(idx)
     for budget in (64, 3):
-        got = diffuse(idx.graph, seeds, acts, allowed, depth=depth, hop_decay=0.5,
-                      combine=combine, max_activated=budget)
+        got = diffuse(
+            idx.graph, seeds, acts, allowed, depth=depth, hop_decay=0.5, combine=combine, max_activated=budget
+        )
         ref = ref_diffuse(W, seeds, acts, allowed, depth, 0.5, combine, budget)
         assert sorted(got.locals.tolist()) == sorted(ref)
         for loc, a, h, p in zip(got.locals, got.act, got.hop, got.parent, strict=True):
@@ -79,25 +80,32 @@ def test_resonate_matches_reference(seed: int, depth: int) -> None:
         q = " ".join(rng.choice(WORDS, size=3))
         qvec = rng.normal(size=8)
         for vec in (qvec, None):
-            got = resonate(idx, query_text=q, query_vec=vec, allowed=allowed, params=params,
-                           now_days=12.0)
+            got = resonate(idx, query_text=q, query_vec=vec, allowed=allowed, params=params, now_days=12.0)
             ref = ref_resonate(idx, q, vec, allowed, params, 12.0)
             assert [h.node_id for h in got.hits] == [r[0] for r in ref]
-            np.testing.assert_allclose([h.score for h in got.hits], [r[1] for r in ref],
-                                       rtol=1e-6, atol=1e-6)  # engine cosines are float32
+            np.testing.assert_allclose(
+                [h.score for h in got.hits], [r[1] for r in ref], rtol=1e-6, atol=1e-6
+            )  # engine cosines are float32
             kinds = idx.col("kind")
             assert all(kinds[h.local] != NodeKind.BRIDGE for h in got.hits)
             assert all(allowed[h.local] for h in got.hits)
             assert all(allowed[s.local] and kinds[s.local] != NodeKind.BRIDGE for s in got.seeds)
 
 
-def _chain_index(with_middle: bool, middle_scope: int, middle_kind: int = NodeKind.LEAF,
-                 middle_last: bool = False) -> TenantIndex:
+def _chain_index(
+    with_middle: bool, middle_scope: int, middle_kind: int = NodeKind.LEAF, middle_last: bool = False
+) -> TenantIndex:
     """A - M - B (M optional), plus an unrelated visible node C."""
     idx = TenantIndex(4)
     a = NodeRecord(1, "deploy pipeline broke on friday", scope=Scope.ORG, vector=[1, 0, 0, 0])
-    m = NodeRecord(2, "deploy pipeline secret rotation", kind=middle_kind, scope=middle_scope,
-                   owner_key=99, vector=[1, 0.1, 0, 0])
+    m = NodeRecord(
+        2,
+        "deploy pipeline secret rotation",
+        kind=middle_kind,
+        scope=middle_scope,
+        owner_key=99,
+        vector=[1, 0.1, 0, 0],
+    )
     b = NodeRecord(3, "rollback procedure for releases", scope=Scope.ORG, vector=[0, 1, 0, 0])
     c = NodeRecord(4, "team lunch on friday", scope=Scope.ORG, vector=[0, 0, 1, 0])
     recs = [a, b, c]
@@ -116,21 +124,43 @@ def test_hidden_node_leaks_nothing(middle_last: bool) -> None:
     without = _chain_index(False, Scope.PRIVATE)
     params = ResonateParams(depth=3)
     q, qv = "deploy pipeline secret", np.array([1.0, 0.05, 0, 0])
-    r1 = resonate(with_hidden, query_text=q, query_vec=qv,
-                  allowed=with_hidden.visibility_mask(owner_keys=[1]), params=params, now_days=0)
-    r2 = resonate(without, query_text=q, query_vec=qv,
-                  allowed=without.visibility_mask(owner_keys=[1]), params=params, now_days=0)
+    r1 = resonate(
+        with_hidden,
+        query_text=q,
+        query_vec=qv,
+        allowed=with_hidden.visibility_mask(owner_keys=[1]),
+        params=params,
+        now_days=0,
+    )
+    r2 = resonate(
+        without,
+        query_text=q,
+        query_vec=qv,
+        allowed=without.visibility_mask(owner_keys=[1]),
+        params=params,
+        now_days=0,
+    )
     assert [h.node_id for h in r1.hits] == [h.node_id for h in r2.hits]
     np.testing.assert_allclose([h.score for h in r1.hits], [h.score for h in r2.hits], rtol=1e-6)
     assert 2 not in r1.node_ids
     assert r1.seed_ids == r2.seed_ids
     # Lexical only, B is reachable solely through M: hidden M must not be a path.
-    r1 = resonate(with_hidden, query_text=q, allowed=with_hidden.visibility_mask(owner_keys=[1]),
-                  params=params, now_days=0)
+    r1 = resonate(
+        with_hidden,
+        query_text=q,
+        allowed=with_hidden.visibility_mask(owner_keys=[1]),
+        params=params,
+        now_days=0,
+    )
     assert 3 not in r1.node_ids and 2 not in r1.node_ids
     # Sanity: when the owner looks, M is there and carries activation to B.
-    r3 = resonate(with_hidden, query_text=q, allowed=with_hidden.visibility_mask(owner_keys=[99]),
-                  params=params, now_days=0)
+    r3 = resonate(
+        with_hidden,
+        query_text=q,
+        allowed=with_hidden.visibility_mask(owner_keys=[99]),
+        params=params,
+        now_days=0,
+    )
     assert {2, 3} <= set(r3.node_ids)
     assert next(h for h in r3.hits if h.node_id == 3).explanation.path[-2:] == (2, 3)
 
@@ -140,14 +170,14 @@ def test_bridges_walkable_but_never_returned() -> None:
     plain = _chain_index(False, Scope.ORG)
     params = ResonateParams(depth=2)
     allowed = bridged.visibility_mask(org_wide=True)
-    r = resonate(bridged, query_text="deploy pipeline secret", allowed=allowed, params=params,
-                 now_days=0)
+    r = resonate(bridged, query_text="deploy pipeline secret", allowed=allowed, params=params, now_days=0)
     assert 2 not in r.node_ids and 2 not in r.seed_ids  # matches the query, still never seeds
     assert 3 in r.node_ids  # reached through the bridge
     hit_b = next(h for h in r.hits if h.node_id == 3)
     assert hit_b.explanation.path == (1, 2, 3) and hit_b.explanation.hops == 2
-    r0 = resonate(plain, query_text="deploy pipeline secret", allowed=plain.visibility_mask(),
-                  params=params, now_days=0)
+    r0 = resonate(
+        plain, query_text="deploy pipeline secret", allowed=plain.visibility_mask(), params=params, now_days=0
+    )
     assert 3 not in r0.node_ids
 
 
@@ -155,28 +185,38 @@ def test_result_shape_and_limits() -> None:
     rng = np.random.default_rng(9)
     idx = _random_index(rng, n=60, m=200)
     allowed = idx.visibility_mask(org_wide=True, owner_keys=[1, 2])
-    r = resonate(idx, query_text="alpha beta", query_vec=rng.normal(size=8), allowed=allowed,
-                 params=ResonateParams(k=500, depth=2), now_days=5)
+    r = resonate(
+        idx,
+        query_text="alpha beta",
+        query_vec=rng.normal(size=8),
+        allowed=allowed,
+        params=ResonateParams(k=500, depth=2),
+        now_days=5,
+    )
     assert 0 < len(r.hits) <= 100
     h = r.hits[0]
     assert set(h.explanation.parts) == {"activation", "tension", "context_match", "cosine", "final"}
     assert set(h.explanation.channels) == {"lexical", "vector"}
     assert h.explanation.path[-1] == h.node_id
     # An exhausted time budget stops diffusion and flags it.
-    r = resonate(idx, query_text="alpha", allowed=allowed,
-                 params=ResonateParams(depth=3, time_budget_ms=-1.0), now_days=5)
+    r = resonate(
+        idx,
+        query_text="alpha",
+        allowed=allowed,
+        params=ResonateParams(depth=3, time_budget_ms=-1.0),
+        now_days=5,
+    )
     assert r.truncated and all(h.explanation.hops == 0 for h in r.hits)
 
 
 def test_max_chars() -> None:
     idx = TenantIndex(4)
-    idx.upsert_nodes([
-        NodeRecord(i, f"incident {'x' * i} " + "padding " * 11, scope=Scope.ORG) for i in (1, 2, 3)
-    ])
+    idx.upsert_nodes(
+        [NodeRecord(i, f"incident {'x' * i} " + "padding " * 11, scope=Scope.ORG) for i in (1, 2, 3)]
+    )
     texts = idx.texts
     params = ResonateParams(max_chars=len(texts[0]) + 50, depth=0)
-    r = resonate(idx, query_text="incident", allowed=idx.visibility_mask(), params=params,
-                 now_days=0)
+    r = resonate(idx, query_text="incident", allowed=idx.visibility_mask(), params=params, now_days=0)
     assert len(r.hits) == 2 and r.dropped_for_chars == 1
     assert r.hits[0].text in texts
     assert r.hits[1].text.endswith("[truncated]") and len(r.hits[1].text) == 50
@@ -187,8 +227,14 @@ def test_weighted_fusion_and_empty_query() -> None:
     rng = np.random.default_rng(11)
     idx = _random_index(rng)
     allowed = idx.visibility_mask(org_wide=True, owner_keys=[1, 2])
-    r = resonate(idx, query_text="gamma delta", query_vec=rng.normal(size=8), allowed=allowed,
-                 params=ResonateParams(fusion="weighted"), now_days=1)
+    r = resonate(
+        idx,
+        query_text="gamma delta",
+        query_vec=rng.normal(size=8),
+        allowed=allowed,
+        params=ResonateParams(fusion="weighted"),
+        now_days=1,
+    )
     acts = [s.activation for s in r.seeds]
     assert acts and max(acts) == 1.0 and min(acts) >= 0.1
     r = resonate(idx, query_text="", allowed=allowed, now_days=1)
@@ -197,10 +243,12 @@ def test_weighted_fusion_and_empty_query() -> None:
 
 def test_decayed_nodes_do_not_seed_but_stay() -> None:
     idx = TenantIndex(4)
-    idx.upsert_nodes([
-        NodeRecord(1, "kubernetes upgrade", scope=Scope.ORG, lam=1.0, last_updated=0.0),
-        NodeRecord(2, "kubernetes cluster notes", scope=Scope.ORG, lam=0.0),
-    ])
+    idx.upsert_nodes(
+        [
+            NodeRecord(1, "kubernetes upgrade", scope=Scope.ORG, lam=1.0, last_updated=0.0),
+            NodeRecord(2, "kubernetes cluster notes", scope=Scope.ORG, lam=0.0),
+        ]
+    )
     idx.add_edges([1], [2], [1.0])
     allowed = idx.visibility_mask()
     r = resonate(idx, query_text="kubernetes upgrade", allowed=allowed, now_days=30.0)
@@ -212,11 +260,14 @@ def test_decayed_nodes_do_not_seed_but_stay() -> None:
 
 def test_empty_index_and_no_visible_nodes() -> None:
     idx = TenantIndex(4)
-    r = resonate(idx, query_text="anything", query_vec=np.ones(4), allowed=np.zeros(0, bool),
-                 now_days=0)
+    r = resonate(idx, query_text="anything", query_vec=np.ones(4), allowed=np.zeros(0, bool), now_days=0)
     assert r.hits == () and r.activated_count == 0
-    idx.upsert_nodes([NodeRecord(1, "anything at all", scope=Scope.PRIVATE, owner_key=5,
-                                 vector=np.ones(4))])
-    r = resonate(idx, query_text="anything", query_vec=np.ones(4),
-                 allowed=idx.visibility_mask(owner_keys=[6]), now_days=0)
+    idx.upsert_nodes([NodeRecord(1, "anything at all", scope=Scope.PRIVATE, owner_key=5, vector=np.ones(4))])
+    r = resonate(
+        idx,
+        query_text="anything",
+        query_vec=np.ones(4),
+        allowed=idx.visibility_mask(owner_keys=[6]),
+        now_days=0,
+    )
     assert r.hits == () and r.seeds == ()
