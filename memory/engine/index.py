@@ -119,7 +119,7 @@ class TenantIndex:
                 cols["node_id"].view[pos] = nid
                 toks = rec.tokens if rec.tokens is not None else tokenize(rec.text)
                 self.bm25.add(pos, toks)
-                self.windows.update(pos, rec.session_key, rec.seq, toks)
+                self.windows.update(pos, _window_key(rec), rec.seq, toks)
                 if rec.vector is None:
                     missing.append(pos)
             else:
@@ -128,7 +128,7 @@ class TenantIndex:
                     self.texts[pos] = rec.text
                     toks = rec.tokens if rec.tokens is not None else tokenize(rec.text)
                     self.bm25.add(pos, toks)
-                    self.windows.update(pos, rec.session_key, rec.seq, toks)
+                    self.windows.update(pos, _window_key(rec), rec.seq, toks)
             for name in _RECORD_COLUMNS:
                 cols[name].view[pos] = getattr(rec, name)
             if rec.vector is not None:
@@ -287,6 +287,15 @@ class TenantIndex:
             "edges": self.graph.n_edges,
             "bytes": self.nbytes(),
         }
+
+
+def _window_key(rec: NodeRecord) -> int:
+    """Context windows join only nodes of one session *and* one visibility (owner, team, scope), so
+    a window never carries words of a neighbour its reader may not see; restricted nodes (per-node
+    ACLs) stay windows of one."""
+    if not rec.session_key or rec.scope == Scope.RESTRICTED:
+        return 0
+    return hash((int(rec.session_key), int(rec.owner_key), int(rec.team_id), int(rec.scope))) or 1
 
 
 def _as_records(

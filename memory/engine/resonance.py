@@ -24,6 +24,7 @@ from .types import (
     ResonateResult,
     Seed,
 )
+from .windows import window_cosine, window_vector_top
 
 __all__ = ["resonate", "diffuse", "fuse_seeds", "Activation"]
 
@@ -213,6 +214,12 @@ def resonate(
         win_ids, win_sc = wq.top(params.n_win, seedable)
     else:
         win_ids, win_sc = np.empty(0, np.int64), np.empty(0, np.float64)
+    if params.n_wvec > 0 and qvec is not None:
+        wv_ids, wv_sc = window_vector_top(index.windows, index.vectors, qvec, params.n_wvec, vis, seedable)
+        if params.w_wvec_as == "vec":
+            vec_ids, vec_sc = wv_ids, wv_sc
+        else:
+            win_ids, win_sc = _merge_lists(win_ids, win_sc, wv_ids, wv_sc)
 
     seed_l, seed_a = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc)
     lex_rank = {int(x): r for r, x in enumerate(lex_ids.tolist(), 1)}
@@ -312,6 +319,20 @@ def resonate(
     )
 
 
+def _merge_lists(a_ids, a_sc, b_ids, b_sc):
+    """Interleave two ranked lists (a1, b1, a2, b2, ...), keeping each id's first place."""
+    n = max(a_ids.size, b_ids.size)
+    seen: set[int] = set()
+    out: list[int] = []
+    for r in range(n):
+        for ids in (a_ids, b_ids):
+            if r < ids.size and int(ids[r]) not in seen:
+                seen.add(int(ids[r]))
+                out.append(int(ids[r]))
+    ids = np.asarray(out, dtype=np.int64)
+    return ids, np.linspace(1.0, 0.5, ids.size) if ids.size else np.empty(0)
+
+
 def _rr(values: np.ndarray, k: int) -> np.ndarray:
     """1/(k + rank) of each value (rank 1 = largest; NaN ranks last)."""
     v = np.where(np.isnan(values), -np.inf, values)
@@ -343,16 +364,7 @@ def _rank_final(index, cand, score, qvec, params, lists, vis):
         if params.w_rank_cos > 0:
             final += params.w_rank_cos * _rr(cos, rk)
         if params.w_rank_wcos > 0:
-            members = index.windows.neighbours(cand)
-            flat = np.fromiter((m for ms in members for m in ms), np.int64)
-            lens = np.fromiter((len(ms) for ms in members), np.int64, len(members))
-            ok = vis[flat]
-            c = index.vectors.cosine(flat, qvec)
-            c = np.where(ok & ~np.isnan(c), c, 0.0)
-            cnt = np.add.reduceat(
-                (ok & ~np.isnan(index.vectors.cosine(flat, qvec))).astype(float), np.cumsum(lens) - lens
-            )
-            wcos = np.add.reduceat(c, np.cumsum(lens) - lens) / np.maximum(cnt, 1)
+            wcos = window_cosine(index.windows, index.vectors, cand, qvec, vis)
             final += params.w_rank_wcos * _rr(wcos, rk)
     return final, cos
 

@@ -123,6 +123,10 @@ class ResonateParams:
     w_rank_act: float = 0.5
     w_rank_cos: float = 0.5
     w_rank_wcos: float = 0.0
+    # Window-vector channel (mean cosine over the context window); 0 = off. "vec" replaces the
+    # turn-level vector list with it, "win" interleaves it into the window list.
+    n_wvec: int = 0
+    w_wvec_as: Literal["vec", "win"] = "vec"
     tension_threshold: float = TENSION_THRESHOLD
     max_chars: int = 8000
     truncation_marker: str = " …[truncated]"

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -111,30 +110,6 @@ def test_match_fraction() -> None:
     index.add(2, ["c"])
     q = index.query(["a", "b", "z", "b"])
     np.testing.assert_allclose(q.match_fraction(np.array([0, 1, 2, 9])), [2 / 3, 1 / 3, 0, 0])
-
-
-def test_speed_100k() -> None:
-    rng = np.random.default_rng(3)
-    vocab = 20_000
-    p = 1.0 / np.arange(1, vocab + 1) ** 1.05
-    p /= p.sum()
-    terms = rng.choice(vocab, size=100_000 * 20, p=p).reshape(100_000, 20)
-    index = BM25Index()
-    for i in range(100_000):
-        index.add(i, [f"t{x}" for x in terms[i]])
-    allowed = rng.random(100_000) < 0.8
-    queries = [[f"t{x}" for x in rng.choice(vocab, size=10, p=p)] for _ in range(40)]
-    best = math.inf
-    for _ in range(3):  # best of 3 rounds: shared CI cores make single runs noisy
-        times = []
-        for q in queries:
-            t = time.perf_counter()
-            index.search(q, 20, allowed)
-            times.append(time.perf_counter() - t)
-        best = min(best, sorted(times)[int(0.95 * len(times))])
-    # Zipf-drawn queries hit ~160k postings each (worst case: head terms);
-    # measured p95 ~3.3 ms on an idle 2-core box; the bound guards regressions.
-    assert best < 0.008, f"p95 {best * 1000:.2f} ms"
 
 
 def test_write_while_a_query_view_is_alive() -> None:
