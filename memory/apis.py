@@ -186,6 +186,7 @@ class ResonateApi(Api):
         route = serializers.DictField()
         timing_ms = serializers.DictField()
         degraded = serializers.ListField(child=serializers.CharField())
+        served_by = serializers.ChoiceField(choices=["engine", "postgres"])
         truncated = serializers.BooleanField()
 
     @extend_schema(request=InputSerializer, responses=OutputSerializer)
@@ -212,6 +213,7 @@ class ResonateApi(Api):
             "timing_ms": {"total": round(out.total_ms, 2), "embed": round(out.embed_ms, 2),
                           "engine": round(out.result.elapsed_ms, 2)},
             "degraded": degraded,
+            "served_by": out.served_by,
             "truncated": out.result.truncated,
         }
         return Response(body)

@@ -73,6 +73,8 @@ class EngineCache:
         self._locks: dict[int, threading.Lock] = {}
         self._guard = threading.Lock()
         self.stats = {"builds": 0, "syncs": 0, "evictions": 0, "last_build_ms": 0.0}
+        self._too_big: set[int] = set()
+        self._building: set[int] = set()
 
     def _lock(self, org_id: int) -> threading.Lock:
         with self._guard:
@@ -149,6 +151,47 @@ class EngineCache:
             index.add_edges(src, dst, w, kind)
         index.watermark = xmin
         self.stats["syncs"] += 1
+
+
+    # -- cold and oversized orgs ------------------------------------------------------------
+    def get_or_none(self, org_id: int) -> TenantIndex | None:
+        """The caught-up index, or None while it cannot serve (the caller answers from Postgres).
+
+        A cold org small enough builds now; a larger one builds in a background thread while
+        queries fall back. An org whose index alone exceeds the byte cap is never cached."""
+        if org_id in self._indexes:
+            return self.get(org_id)
+        if org_id in self._too_big or org_id in self._building:
+            return None
+        from .models import Node
+
+        if Node.objects.filter(org_id=org_id).count() <= settings.NYLON_CACHE_SYNC_BUILD_MAX_NODES:
+            index = self.get(org_id)
+            return self._check_size(org_id, index)
+        self._building.add(org_id)
+        threading.Thread(target=self._build_in_background, args=(org_id,), daemon=True,
+                         name=f"nylon-cache-build-{org_id}").start()
+        return None
+
+    def _check_size(self, org_id: int, index: TenantIndex) -> TenantIndex | None:
+        if index.nbytes() > self.max_bytes:
+            self._too_big.add(org_id)
+            self.drop(org_id)
+            log.warning("org %s index (%d bytes) exceeds the cache cap; serving from Postgres",
+                        org_id, index.nbytes())
+            return None
+        return index
+
+    def _build_in_background(self, org_id: int) -> None:
+        from django.db import close_old_connections
+
+        try:
+            self._check_size(org_id, self.get(org_id))
+        except Exception:  # the fallback keeps serving; the next query retries the build
+            log.exception("background cache build for org %s failed", org_id)
+        finally:
+            self._building.discard(org_id)
+            close_old_connections()
 
 
 _cache: EngineCache | None = None

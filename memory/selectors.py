@@ -16,6 +16,7 @@ from .embedding import get_embedder
 from .engine import ResonateParams, ResonateResult, resonate
 from .engine.router import RoutePlan, route
 from .engine.tokenize import tokenize
+from .fallback import resonate_sql
 from .models import Node, Visibility
 
 
@@ -39,6 +40,7 @@ class ResonateOutcome:
     embed_ms: float
     total_ms: float
     vector_used: bool
+    served_by: str = "engine"
 
 
 def resonate_for(
@@ -49,10 +51,10 @@ def resonate_for(
     depth: int | None = None,
     overrides: dict | None = None,
     query_vec: np.ndarray | None = None,
+    force_sql: bool = False,
 ) -> ResonateOutcome:
     t0 = time.perf_counter()
-    index = get_cache().get(actor.org.id)
-    allowed = index.visibility_mask(owner_keys=[actor.owner_key], team_ids=list(actor.team_ids))
+    index = None if force_sql else get_cache().get_or_none(actor.org.id)
     plan = route(query)
     params = ResonateParams(k=k, depth=plan.depth if depth is None else depth)
     if overrides:
@@ -61,7 +63,13 @@ def resonate_for(
     if query_vec is None:
         query_vec = get_embedder().query(query)
     embed_ms = (time.perf_counter() - t_embed) * 1000
-    result = resonate(index, query_text=query, query_tokens=tokenize(query), query_vec=query_vec,
-                      allowed=allowed, params=params, now_days=now_days())
+    if index is None:
+        result = resonate_sql(visible_nodes(actor=actor), query=query, query_vec=query_vec, params=params,
+                              now_days=now_days())
+    else:
+        allowed = index.visibility_mask(owner_keys=[actor.owner_key], team_ids=list(actor.team_ids))
+        result = resonate(index, query_text=query, query_tokens=tokenize(query), query_vec=query_vec,
+                          allowed=allowed, params=params, now_days=now_days())
     return ResonateOutcome(result=result, plan=plan, params=params, embed_ms=embed_ms,
-                           total_ms=(time.perf_counter() - t0) * 1000, vector_used=query_vec is not None)
+                           total_ms=(time.perf_counter() - t0) * 1000, vector_used=query_vec is not None,
+                           served_by="engine" if index is not None else "postgres")

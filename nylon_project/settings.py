@@ -113,6 +113,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.nylon_home() / "celerybeat-schedule
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BEAT_SCHEDULE = {
     "reembed-missing": {"task": "memory.reembed_missing", "schedule": env_float("NYLON_REEMBED_EVERY_SECS", 600)},
+    "llm-probe": {"task": "reflection.llm_probe", "schedule": env_float("NYLON_LLM_PROBE_EVERY_SECS", 300)},
+    "reflection-tick": {"task": "reflection.tick", "schedule": env_float("NYLON_REFLECTION_TICK_SECS", 60)},
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -164,12 +166,25 @@ NYLON_EMBEDDING_MODEL = os.environ.get("NYLON_EMBEDDING_MODEL", "")
 NYLON_EMBEDDING_KEY = os.environ.get("NYLON_EMBEDDING_KEY", "")
 NYLON_EMBEDDING_DIM = env_int("NYLON_EMBEDDING_DIM", 384)
 NYLON_CACHE_MAX_BYTES = env_int("NYLON_CACHE_MAX_BYTES", 1024 * 1024 * 1024)
+# Cold orgs up to this many nodes build their cache inside the first query; larger ones build in
+# the background while queries are answered from Postgres.
+NYLON_CACHE_SYNC_BUILD_MAX_NODES = env_int("NYLON_CACHE_SYNC_BUILD_MAX_NODES", 50_000)
 
 NYLON_LLM_URL = os.environ.get("NYLON_LLM_URL", "")
 NYLON_LLM_PROVIDER = os.environ.get("NYLON_LLM_PROVIDER", "openai")
 NYLON_LLM_MODEL = os.environ.get("NYLON_LLM_MODEL", "")
 NYLON_LLM_KEY = os.environ.get("NYLON_LLM_KEY", "")
 NYLON_REFLECT_IDLE_SECS = env_int("NYLON_REFLECT_IDLE_SECS", 600)
+NYLON_LLM_TIMEOUT_SECS = env_float("NYLON_LLM_TIMEOUT_SECS", 30)
+NYLON_LLM_MAX_RETRIES = env_int("NYLON_LLM_MAX_RETRIES", 3)
+NYLON_LLM_RETRY_AFTER_MAX_SECS = env_float("NYLON_LLM_RETRY_AFTER_MAX_SECS", 30)
+# A session with no new turn for this long is ended by the reflection beat and abstracted.
+NYLON_SESSION_IDLE_SECS = env_int("NYLON_SESSION_IDLE_SECS", 1800)
+# Failed abstractions are retried by the beat after this delay, at most this many times.
+NYLON_ABSTRACTION_RETRY_SECS = env_int("NYLON_ABSTRACTION_RETRY_SECS", 300)
+NYLON_ABSTRACTION_MAX_ATTEMPTS = env_int("NYLON_ABSTRACTION_MAX_ATTEMPTS", 20)
+# Background tasks are enqueued after commit (tests that run no worker turn this off).
+NYLON_ENQUEUE_TASKS = env_bool("NYLON_ENQUEUE_TASKS", True)
 
 LOGGING = {
     "version": 1,

@@ -18,6 +18,15 @@ from rest_framework.test import APIClient
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """A test database per pytest process: concurrent runs on one machine must not collide."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    db.setdefault("TEST", {})["NAME"] = f"test_{db['NAME']}_{os.getpid()}"
+
+
 @dataclass
 class OrgWorld:
     org: object

@@ -119,3 +119,45 @@ def test_nodes_list_and_cross_org_404(world, client_for):
     for who in (world["b"].key, world["b"].owner):
         assert client_for(who).get(f"/api/v1/memories/nodes/{ids[0]}").status_code == 404
         assert client_for(who).delete(f"/api/v1/memories/nodes/{ids[0]}").status_code == 404
+
+
+def test_postgres_fallback_keeps_the_contract(world, client_for):
+    """Cold or oversized caches answer from Postgres: same visibility, same shape, same top hit."""
+    from memory.selectors import resonate_for
+    from teams.auth import actor_for_agent, actor_for_user
+
+    a = world["a"]
+    ids = _weave(client_for(a.key))
+    _weave(client_for(a.key), session="o", turns=[("Ana", "Miso the cat visits the office on Fridays.")],
+           visibility="org")
+    agent = actor_for_agent(a.agent, scopes=frozenset({"read", "write"}))
+    for depth in (0, 1):
+        eng = resonate_for(actor=agent, query="What is the name of Ben's cat?", depth=depth)
+        sql = resonate_for(actor=agent, query="What is the name of Ben's cat?", depth=depth, force_sql=True)
+        assert sql.served_by == "postgres" and eng.served_by == "engine"
+        assert sql.result.hits[0].node_id == eng.result.hits[0].node_id == ids[3]
+        assert set(sql.result.hits[0].explanation.parts) == set(eng.result.hits[0].explanation.parts)
+    # the org owner (not the agent) sees only the org-visible node, on both paths
+    owner = actor_for_user(a.owner, a.org)
+    sql = resonate_for(actor=owner, query="Miso cat", force_sql=True)
+    eng = resonate_for(actor=owner, query="Miso cat")
+    assert {h.node_id for h in sql.result.hits} == {h.node_id for h in eng.result.hits}
+    assert all(h.node_id not in ids for h in sql.result.hits)
+
+
+def test_oversized_org_is_served_from_postgres(world, client_for, settings):
+    from memory.cache import EngineCache
+
+    a = world["a"]
+    _weave(client_for(a.key))
+    tiny = EngineCache(max_bytes=1000)
+    assert tiny.get_or_none(a.org.id) is None  # built, found over the cap, not kept
+    assert tiny.peek(a.org.id) is None
+    import memory.cache as cache_mod
+
+    old, cache_mod._cache = cache_mod._cache, tiny
+    try:
+        r = client_for(a.key).post("/api/v1/memories/resonate", {"query": "Ben's cat"}, format="json").json()
+    finally:
+        cache_mod._cache = old
+    assert r["served_by"] == "postgres" and r["hits"]

@@ -1,0 +1,123 @@
+"""Resonate straight from Postgres, for when the org's engine cache is cold or over budget.
+
+Same contract as the engine (fused lexical + vector seeds among visible nodes, diffusion along
+edges that never enters a hidden node, activation × tension × context match, cosine rerank,
+explanations), built from the GIN full-text index, the pgvector HNSW index and the edge table.
+Slower, and diffusion is capped at one hop: enough to answer while the cache builds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import numpy as np
+from django.db.models import BooleanField, F, FloatField
+from django.db.models.expressions import RawSQL
+from pgvector.django import CosineDistance
+
+from .engine.tension import tension as tension_fn
+from .engine.tokenize import tokenize
+from .engine.types import Explanation, Hit, ResonateParams, ResonateResult, Seed
+from .models import Edge, Node, NodeKind
+
+KIND_CODE = {"leaf": 0, "fact": 1, "bridge": 2, "persona": 3, "scene": 4}
+
+
+def resonate_sql(visible, *, query: str, query_vec: np.ndarray | None, params: ResonateParams,
+                 now_days: float) -> ResonateResult:
+    t0 = time.perf_counter()
+    seedable = visible.exclude(kind=NodeKind.BRIDGE)
+    # OR of the query's stemmed terms: websearch syntax would AND them and starve recall.
+    words = " | ".join(sorted(set(tokenize(query))))
+    lex: list[tuple[int, float]] = []
+    if words:
+        tsq = "to_tsquery('english', %s)"
+        lex = list(
+            seedable.annotate(
+                m=RawSQL(f"search @@ {tsq}", (words,), output_field=BooleanField()),
+                rank=RawSQL(f"ts_rank_cd(search, {tsq})", (words,), output_field=FloatField()),
+            ).filter(m=True).order_by("-rank", "id").values_list("id", "rank")[: params.n_lex]
+        )
+    vec: list[tuple[int, float]] = []
+    if query_vec is not None and params.n_vec > 0:
+        vec = [(i, 1.0 - float(d)) for i, d in seedable.filter(embedding__isnull=False)
+               .annotate(d=CosineDistance("embedding", query_vec.tolist())).order_by("d")
+               .values_list("id", "d")[: params.n_vec]]
+
+    fused: dict[int, float] = defaultdict(float)
+    lex_rank = {nid: r for r, (nid, _) in enumerate(lex, 1)}
+    vec_rank = {nid: r for r, (nid, _) in enumerate(vec, 1)}
+    for ranks in (lex_rank, vec_rank):
+        for nid, r in ranks.items():
+            fused[nid] += 1.0 / (params.rrf_k + r)
+    top = max(fused.values(), default=1.0)
+    activation = {nid: s / top for nid, s in fused.items()}
+    path = {nid: (nid,) for nid in activation}
+    seeds = tuple(Seed(nid, -1, a, lex_rank.get(nid), vec_rank.get(nid)) for nid, a in
+                  sorted(activation.items(), key=lambda kv: -kv[1]))
+
+    hops = 0
+    if params.depth > 0 and activation:
+        hops = 1
+        seed_ids = list(activation)
+        visible_ids = visible.values("id")
+        out_e = Edge.objects.filter(src_id__in=seed_ids, dst_id__in=visible_ids).values_list("src_id", "dst_id",
+                                                                                          "weight")
+        in_e = Edge.objects.filter(dst_id__in=seed_ids, src_id__in=visible_ids).values_list("dst_id", "src_id",
+                                                                                         "weight")
+        spread: dict[int, tuple[float, int]] = {}
+        for s, d, w in list(out_e[:5000]) + list(in_e[:5000]):
+            if d in activation:
+                continue
+            a = activation[s] * w * params.hop_decay
+            if d not in spread or a > spread[d][0]:
+                spread[d] = (a, s) if params.combine == "max" or d not in spread else (spread[d][0] + a, s)
+        for d, (a, s) in sorted(spread.items(), key=lambda kv: -kv[1][0])[: params.max_activated]:
+            activation[d] = a
+            path[d] = (s, d)
+
+    cand = list(activation)
+    rows = {r["id"]: r for r in Node.objects.filter(id__in=cand).annotate(
+        cos=CosineDistance("embedding", query_vec.tolist()) if query_vec is not None else F("confidence"),
+    ).values("id", "text", "kind", "t0", "lam", "tension_updated_at", "mentions", "cos")}
+    qtok = set(tokenize(query))
+    scored = []
+    for nid in cand:
+        r = rows.get(nid)
+        if r is None or r["kind"] == NodeKind.BRIDGE:
+            continue
+        ten = float(tension_fn(np.array([r["t0"]]), np.array([r["lam"]]),
+                               np.array([r["tension_updated_at"].timestamp() / 86400.0]),
+                               np.array([r["mentions"]]), now_days)[0])
+        match = len(qtok & set(tokenize(r["text"]))) / len(qtok) if qtok else 0.0
+        ctx = 1.0 + params.w_ctx * match
+        score = activation[nid] * ten * ctx
+        cos = (1.0 - float(r["cos"])) if query_vec is not None and r["cos"] is not None else None
+        scored.append((nid, r, score, ten, ctx, cos))
+    best = max((s for _, _, s, _, _, _ in scored), default=1.0) or 1.0
+    hits = []
+    for nid, r, score, ten, ctx, cos in scored:
+        final = score / best
+        if params.rerank and cos is not None:
+            final = (1 - params.w_rerank) * final + params.w_rerank * cos
+        hits.append((final, nid, r, score, ten, ctx, cos))
+    hits.sort(key=lambda h: (-h[0], h[1]))
+    out, chars, dropped = [], 0, 0
+    for final, nid, r, _score, ten, ctx, cos in hits[: min(params.k, 100)]:
+        text = r["text"]
+        if chars + len(text) > params.max_chars:
+            room = params.max_chars - chars
+            if room <= 0:
+                dropped += 1
+                continue
+            text = text[:room] + params.truncation_marker
+        chars += len(text)
+        ex = Explanation(channels={"lexical": lex_rank.get(nid), "vector": vec_rank.get(nid)},
+                         seed=nid in fused, path=path[nid], hops=len(path[nid]) - 1,
+                         parts={"activation": activation[nid], "tension": ten, "context_match": ctx,
+                                "cosine": cos, "final": final})
+        out.append(Hit(nid, -1, final, text, KIND_CODE[r["kind"]], ex))
+    return ResonateResult(hits=tuple(out), seeds=seeds, depth=params.depth, activated_count=len(activation),
+                          elapsed_ms=(time.perf_counter() - t0) * 1000, truncated=False,
+                          dropped_for_chars=dropped, hops_done=hops, notes=("served by postgres",))
