@@ -62,7 +62,7 @@ def _record(row) -> NodeRecord:
     return NodeRecord(
         node_id=nid, text=text, kind=KIND[kind], owner_key=owner, team_id=team, scope=SCOPE[vis],
         t0=t0, lam=lam, last_updated=t_upd / 86400.0, mentions=mentions, session_key=_session_int(skey),
-        seq=seq, occurred_at=occ_days, vector=vec, tokens=tokenize(doc),
+        seq=seq, occurred_at=occ_days, vector=vec, tokens=tokenize(doc), speaker=speaker or "",
     ), deleted
 
 

@@ -158,11 +158,17 @@ class BM25Index:
         return post + overhead + cols
 
     # -- reads --------------------------------------------------------------
-    def query(self, tokens: list[str], allowed: np.ndarray | None = None) -> BM25Query:
-        """Score every allowed live document that contains a query term."""
+    def query(
+        self, tokens: list[str], allowed: np.ndarray | None = None, weights: dict[str, float] | None = None
+    ) -> BM25Query:
+        """Score every allowed live document that contains a query term.
+
+        ``weights``: optional per-term multiplier of the term's contribution (default 1).
+        """
         uniq = list(dict.fromkeys(tokens))
         n_terms = len(uniq)
         tids = [self._vocab[t] for t in uniq if t in self._vocab]
+        tw = [1.0 if weights is None else float(weights.get(t, 1.0)) for t in uniq if t in self._vocab]
         n_slots = len(self._slot_len)
         empty = BM25Query(_EMPTY_I, _EMPTY_F, np.empty(0, np.int32), n_terms)
         if not tids or n_slots == 0:
@@ -188,7 +194,7 @@ class BM25Index:
         scores = np.zeros(n_slots, dtype=np.float64)
         counts = np.zeros(n_slots, dtype=np.int32)
         any_hit = False
-        for tid in tids:
+        for tid, wt in zip(tids, tw, strict=True):
             slots = np.frombuffer(self._post_slots[tid], dtype=np.int32)
             df = int(np.count_nonzero(vis[slots]))
             if df == 0:
@@ -196,7 +202,7 @@ class BM25Index:
             any_hit = True
             tf = np.frombuffer(self._post_tf[tid], dtype=np.uint16).astype(np.float64)
             idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-            scores[slots] += (idf * (k1 + 1.0)) * tf / (tf + norm[slots])
+            scores[slots] += (wt * idf * (k1 + 1.0)) * tf / (tf + norm[slots])
             counts[slots] += 1
         if not any_hit:
             return empty
@@ -206,6 +212,18 @@ class BM25Index:
         locs = slot_local[slots_u]
         order = np.argsort(locs, kind="stable")
         return BM25Query(locs[order], scores[order], matches[order], n_terms)
+
+    def doc_freqs(self, terms: list[str], allowed: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+        """Document frequency of each term among allowed live documents, and that document count."""
+        vis = self._slot_live.view
+        if allowed is not None:
+            vis = vis & _mask_at(np.asarray(allowed, dtype=bool), self._slot_local.view)
+        out = np.zeros(len(terms), dtype=np.int64)
+        for i, t in enumerate(terms):
+            tid = self._vocab.get(t)
+            if tid is not None:
+                out[i] = np.count_nonzero(vis[np.frombuffer(self._post_slots[tid], dtype=np.int32)])
+        return out, int(np.count_nonzero(vis))
 
     def search(
         self, query_tokens: list[str], k: int, allowed: np.ndarray | None = None

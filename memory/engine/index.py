@@ -17,12 +17,17 @@ from ._arrays import GrowArray
 from .bm25 import BM25Index
 from .graph import Graph
 from .tension import seed_until, tension
+from .text import has_time_expression
 from .tokenize import tokenize
 from .types import TENSION_THRESHOLD, NodeKind, NodeRecord, Scope
 from .vectors import VectorIndex
 from .windows import ContextWindows
 
 __all__ = ["TenantIndex"]
+
+import os  # noqa: E402  (experiment switch)
+
+_WIDE = os.environ.get("NYLON_WIDE_WINDOWS", "") == "1"
 
 _COLUMNS: dict[str, tuple[Any, Any]] = {
     # name: (dtype, fill)
@@ -41,6 +46,8 @@ _COLUMNS: dict[str, tuple[Any, Any]] = {
     "occurred_at": (np.float64, np.nan),
     "deleted": (np.bool_, False),
     "seed_until": (np.float64, -np.inf),
+    "speaker_id": (np.int32, 0),
+    "has_time": (np.bool_, False),
 }
 _RECORD_COLUMNS = (
     "kind",
@@ -71,9 +78,11 @@ class TenantIndex:
         self.watermark: int = 0  # opaque sync position owned by the Django side
         self._cols = {name: GrowArray(dt, fill=fill) for name, (dt, fill) in _COLUMNS.items()}
         self._local: dict[int, int] = {}
+        self.speakers: dict[str, int] = {}  # speaker name (lower case) -> id >= 1
         self.texts: list[str] = []
         self.bm25 = BM25Index(k1=bm25_k1, b=bm25_b)
         self.windows = ContextWindows(k1=bm25_k1, b=bm25_b)
+        self.wide_windows = ContextWindows(radius=3, k1=bm25_k1, b=bm25_b) if _WIDE else None
         self.vectors = VectorIndex(self.dim, **dict(vector_opts or {}))
         self.graph = Graph(0, **dict(graph_opts or {}))
 
@@ -94,6 +103,16 @@ class TenantIndex:
         get = self._local.get
         out = [p for p in (get(int(i)) for i in node_ids) if p is not None]
         return np.asarray(out, dtype=np.int64)
+
+    def speaker_id(self, name: str, *, create: bool = False) -> int:
+        """Id of a speaker name (case-insensitive); 0 for none or unknown."""
+        key = " ".join((name or "").lower().split())
+        if not key:
+            return 0
+        sid = self.speakers.get(key, 0)
+        if not sid and create:
+            sid = self.speakers[key] = len(self.speakers) + 1
+        return sid
 
     def node_ids_of(self, local_ids: np.ndarray) -> np.ndarray:
         return self.col("node_id")[np.asarray(local_ids, dtype=np.int64)]
@@ -120,6 +139,8 @@ class TenantIndex:
                 toks = rec.tokens if rec.tokens is not None else tokenize(rec.text)
                 self.bm25.add(pos, toks)
                 self.windows.update(pos, _window_key(rec), rec.seq, toks)
+                if self.wide_windows is not None:
+                    self.wide_windows.update(pos, _window_key(rec), rec.seq, toks)
                 if rec.vector is None:
                     missing.append(pos)
             else:
@@ -129,8 +150,12 @@ class TenantIndex:
                     toks = rec.tokens if rec.tokens is not None else tokenize(rec.text)
                     self.bm25.add(pos, toks)
                     self.windows.update(pos, _window_key(rec), rec.seq, toks)
+                    if self.wide_windows is not None:
+                        self.wide_windows.update(pos, _window_key(rec), rec.seq, toks)
             for name in _RECORD_COLUMNS:
                 cols[name].view[pos] = getattr(rec, name)
+            cols["speaker_id"].view[pos] = self.speaker_id(rec.speaker, create=True)
+            cols["has_time"].view[pos] = has_time_expression(self.texts[pos])
             if rec.vector is not None:
                 v = np.asarray(rec.vector, dtype=np.float32).reshape(-1)
                 if v.size == 0:
@@ -199,6 +224,8 @@ class TenantIndex:
         for p in locs.tolist():
             self.bm25.remove(p)
             self.windows.remove(p)
+            if self.wide_windows is not None:
+                self.wide_windows.remove(p)
         self.vectors.remove(locs)
         return int(locs.size)
 

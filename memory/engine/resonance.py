@@ -14,6 +14,8 @@ import numpy as np
 
 from .graph import Graph
 from .index import TenantIndex
+from .router import is_time_question
+from .text import canonical_entity, extract_entities
 from .tokenize import tokenize
 from .types import (
     MAX_K,
@@ -25,6 +27,9 @@ from .types import (
     Seed,
 )
 from .windows import window_cosine, window_vector_top
+
+# Best single nodes whose context windows the window-vector channel scores.
+_WVEC_POOL = 100
 
 __all__ = ["resonate", "diffuse", "fuse_seeds", "Activation"]
 
@@ -130,6 +135,7 @@ def fuse_seeds(
     win_scores: np.ndarray | None = None,
     *,
     raw: bool = False,
+    extra: tuple = (),
 ) -> tuple[np.ndarray, np.ndarray]:
     """Merge the channels into seed (locals, activation in (0, 1]).
 
@@ -144,8 +150,11 @@ def fuse_seeds(
         (lex_ids, lex_scores, params.w_lex),
         (vec_ids, vec_scores, params.w_vec),
         (win_ids, win_scores, params.w_win),
+        *extra,
     )
     ids = np.union1d(np.union1d(lex_ids, vec_ids), win_ids).astype(np.int64)
+    for ch_ids, _sc, _wt in extra:
+        ids = np.union1d(ids, ch_ids).astype(np.int64)
     if ids.size == 0:
         return ids, np.empty(0, dtype=np.float64)
     fused = np.zeros(ids.size, dtype=np.float64)
@@ -204,7 +213,14 @@ def resonate(
         qvec = np.asarray(query_vec, dtype=np.float32).reshape(-1)
         if not np.all(np.isfinite(qvec)) or not qvec.any():
             qvec = None
-    if qvec is not None and params.n_vec > 0:
+    pool = None
+    if qvec is not None and params.n_wvec > 0:
+        # One search feeds both vector channels: the window channel's candidate pool is the best
+        # single nodes among the visible ones (its windows may hold non-seedable members).
+        pool, pool_sc = index.vectors.search(qvec, max(_WVEC_POOL, params.n_vec), vis)
+        keep_seed = seedable[pool]
+        vec_ids, vec_sc = pool[keep_seed][: params.n_vec], pool_sc[keep_seed][: params.n_vec]
+    elif qvec is not None and params.n_vec > 0:
         vec_ids, vec_sc = index.vectors.search(qvec, params.n_vec, seedable)
     else:
         vec_ids, vec_sc = np.empty(0, np.int64), np.empty(0, np.float32)
@@ -215,13 +231,41 @@ def resonate(
     else:
         win_ids, win_sc = np.empty(0, np.int64), np.empty(0, np.float64)
     if params.n_wvec > 0 and qvec is not None:
-        wv_ids, wv_sc = window_vector_top(index.windows, index.vectors, qvec, params.n_wvec, vis, seedable)
+        wv_ids, wv_sc = window_vector_top(
+            index.windows, index.vectors, qvec, params.n_wvec, vis, seedable, top=pool
+        )
         if params.w_wvec_as == "vec":
             vec_ids, vec_sc = wv_ids, wv_sc
         else:
             win_ids, win_sc = _merge_lists(win_ids, win_sc, wv_ids, wv_sc)
 
-    seed_l, seed_a = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc)
+    wide = ()
+    if params.n_wide > 0 and params.w_wide > 0 and getattr(index, "wide_windows", None) is not None:
+        wide_ids, wide_sc = index.wide_windows.query(tokens, vis).top(params.n_wide, seedable)
+        wide = ((wide_ids, wide_sc, params.w_wide),)
+    if params.w_spk_ch > 0 and params.n_win > 0:
+        spk = _query_speakers(index, query_text)
+        if spk:
+            smask = seedable & np.isin(index.col("speaker_id"), spk)
+            s_ids, s_sc = wq.top(params.n_win, smask)
+            wide = wide + ((s_ids, s_sc, params.w_spk_ch),)
+    prf_ids = prf_sc = None
+    if params.n_prf > 0 and params.w_prf > 0 and tokens:
+        first, _ = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc, raw=True)
+        prf_ids, prf_sc = _prf_list(index, tokens, first[: params.prf_docs], vis, seedable, params)
+
+    if params.w_vprf > 0 and qvec is not None:
+        first, _ = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc, raw=True)
+        members = np.unique(np.fromiter(
+            (x for m in index.windows.neighbours(first[: params.prf_docs]) for x in m), np.int64))
+        mv = index.vectors.mean_vector(members[vis[members]]) if members.size else None
+        if mv is not None:
+            q2 = qvec / np.linalg.norm(qvec) + params.vprf_beta * mv
+            v2_ids, v2_sc = window_vector_top(index.windows, index.vectors, q2, params.n_wvec, vis, seedable)
+            wide = wide + ((v2_ids, v2_sc, params.w_vprf),)
+    seed_l, seed_a = fuse_seeds(
+        lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc, extra=_extra(prf_ids, prf_sc, params.w_prf) + wide
+    )
     lex_rank = {int(x): r for r, x in enumerate(lex_ids.tolist(), 1)}
     vec_rank = {int(x): r for r, x in enumerate(vec_ids.tolist(), 1)}
     node_id_col = index.col("node_id")
@@ -254,15 +298,27 @@ def resonate(
     final = score
     if params.final == "rank" and cand.size:
         final, cos = _rank_final(
-            index, cand, score, qvec, params, (lex_ids, lex_sc, vec_ids, vec_sc, win_ids, win_sc), vis
+            index, cand, score, qvec, params, (lex_ids, lex_sc, vec_ids, vec_sc, win_ids, win_sc), vis,
+            extra=_extra(prf_ids, prf_sc, params.w_prf) + wide,
         )
+        if params.w_rank_sess > 0:
+            final = final + params.w_rank_sess * _rr(_session_scores(index, cand, bm, params.sess_top), params.rrf_k, cand)
+        if params.w_spk > 0:
+            final = final + params.w_spk / (params.rrf_k + 1) * _speaker_match(index, cand, query_text)
+        if params.w_time > 0 and is_time_question(query_text or ""):
+            final = final + params.w_time / (params.rrf_k + 1) * index.col("has_time")[cand]
+        if params.w_ent > 0:
+            final = final + params.w_ent / (params.rrf_k + 1) * _entity_match(index, cand, query_text)
     elif params.rerank and qvec is not None and params.w_rerank > 0 and cand.size:
         cos = index.vectors.cosine(cand, qvec)
         top = score.max()
         base = score / top if top > 0 else score
         w = params.w_rerank
         final = np.where(np.isnan(cos), base, (1.0 - w) * base + w * np.nan_to_num(cos))
-    order = np.lexsort((cand, -final))[:k]
+    order = np.lexsort((cand, -final))
+    if (params.div_adj < 1.0 or params.div_session < 1.0) and k > 1:
+        order = _diversify(index, cand, final, order, k, params)
+    order = order[:k]
 
     parent_of = dict(zip(actv.locals.tolist(), actv.parent.tolist(), strict=True))
     hop_of = dict(zip(actv.locals.tolist(), actv.hop.tolist(), strict=True))
@@ -333,10 +389,10 @@ def _merge_lists(a_ids, a_sc, b_ids, b_sc):
     return ids, np.linspace(1.0, 0.5, ids.size) if ids.size else np.empty(0)
 
 
-def _rr(values: np.ndarray, k: int) -> np.ndarray:
-    """1/(k + rank) of each value (rank 1 = largest; NaN ranks last)."""
+def _rr(values: np.ndarray, k: int, tie: np.ndarray) -> np.ndarray:
+    """1/(k + rank) of each value (rank 1 = largest, ties by ``tie``); NaN scores 0, ranks last."""
     v = np.where(np.isnan(values), -np.inf, values)
-    order = np.lexsort((np.arange(v.size), -v))
+    order = np.lexsort((tie, -v))
     ranks = np.empty(v.size, dtype=np.float64)
     ranks[order] = np.arange(1, v.size + 1)
     out = 1.0 / (k + ranks)
@@ -344,10 +400,131 @@ def _rr(values: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def _rank_final(index, cand, score, qvec, params, lists, vis):
+def _extra(ids, sc, w):
+    return () if ids is None or w <= 0 else ((ids, sc, w),)
+
+
+def _prf_list(index, tokens, top, vis, seedable, params):
+    """Second window-BM25 pass with the query plus salient terms of the top seeds' windows."""
+    counts: dict[str, float] = {}
+    win = index.windows
+    for members in win.neighbours(top):
+        toks = [t for m in members for t in win.own_tokens(m)]
+        if not toks:
+            continue
+        inv = 1.0 / len(toks)
+        for t in toks:
+            counts[t] = counts.get(t, 0.0) + inv
+    qset = set(tokens)
+    terms = [t for t in counts if t not in qset]
+    if not terms:
+        return None, None
+    df, n_docs = win.bm25.doc_freqs(terms, vis)
+    idf = np.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+    tf = np.fromiter((counts[t] for t in terms), np.float64, len(terms))
+    # A term seen in only one feedback window is as likely noise as topic.
+    support = np.fromiter(
+        (sum(1 for mm in win.neighbours(top) if any(t in win.own_tokens(m) for m in mm)) for t in terms),
+        np.float64, len(terms),
+    )
+    sc = tf * idf * (support >= min(2, top.size))
+    order = np.lexsort((np.arange(len(terms)), -sc))[: params.prf_terms]
+    chosen = [terms[i] for i in order.tolist() if sc[i] > 0]
+    if not chosen:
+        return None, None
+    weights = dict.fromkeys(chosen, params.prf_beta)
+    wq = win.query(list(tokens) + chosen, vis, weights)
+    return wq.top(params.n_prf, seedable)
+
+
+def _session_scores(index, cand, bm, top):
+    """Per candidate: sum of the ``top`` best turn-level BM25 scores in its session (NaN: no session)."""
+    skey = index.col("session_key")
+    out = np.full(cand.size, np.nan)
+    if bm.locals.size == 0:
+        return out
+    s = skey[bm.locals]
+    order = np.lexsort((-bm.scores, s))
+    s_o, sc_o = s[order], bm.scores[order]
+    starts = np.flatnonzero(np.concatenate(([True], s_o[1:] != s_o[:-1])))
+    rank_in = np.arange(s_o.size) - np.repeat(starts, np.diff(np.append(starts, s_o.size)))
+    keep = rank_in < top
+    sums = np.bincount(np.searchsorted(s_o[starts], s_o[keep]), weights=sc_o[keep], minlength=starts.size)
+    keys = s_o[starts]
+    cs = skey[cand]
+    pos = np.minimum(np.searchsorted(keys, cs), keys.size - 1)
+    hit = (keys[pos] == cs) & (cs != 0)
+    out[hit] = sums[pos[hit]]
+    return out
+
+
+def _speaker_match(index, cand, query_text):
+    """1 where the candidate's speaker is a person the query names (nicknames resolved)."""
+    out = np.zeros(cand.size, dtype=np.float64)
+    if not index.speakers:
+        return out
+    ids = _query_speakers(index, query_text)
+    if ids:
+        out[np.isin(index.col("speaker_id")[cand], ids)] = 1.0
+    return out
+
+
+def _query_speakers(index, query_text):
+    """Speaker ids of the people the query names (nicknames resolved by prefix)."""
+    if not index.speakers:
+        return []
+    known = list(index.speakers)
+    ids = {index.speakers.get(canonical_entity(e.lower(), known), 0) for e in extract_entities(query_text or "")}
+    ids.discard(0)
+    return sorted(ids)
+
+
+def _entity_match(index, cand, query_text):
+    """Fraction of the query's named entities each candidate's own document contains."""
+    ents = [tokenize(e) for e in extract_entities(query_text or "")]
+    ents = [set(e) for e in ents if e]
+    out = np.zeros(cand.size, dtype=np.float64)
+    if not ents:
+        return out
+    win = index.windows
+    for i, c in enumerate(cand.tolist()):
+        own = set(win.own_tokens(c))
+        out[i] = sum(1 for e in ents if e <= own) / len(ents)
+    return out
+
+
+def _diversify(index, cand, final, order, k, params):
+    """Greedy top-k: penalise candidates next to (or in the same session as) ones already taken."""
+    sess = index.col("session_key")[cand]
+    pool = order[: max(4 * k, 40)].tolist()
+    nbrs = {i: set(index.windows.neighbours(np.asarray([cand[i]]))[0]) - {int(cand[i])} for i in pool}
+    taken: list[int] = []
+    taken_locs: set[int] = set()
+    per_sess: dict[int, int] = {}
+    rest = list(pool)
+    while rest and len(taken) < k:
+        best, best_v = None, -np.inf
+        for i in rest:
+            v = final[i]
+            if params.div_adj < 1.0 and nbrs[i] & taken_locs:
+                v *= params.div_adj
+            s = int(sess[i])
+            if s and params.div_session < 1.0:
+                v *= params.div_session ** per_sess.get(s, 0)
+            if v > best_v:
+                best, best_v = i, v
+        rest.remove(best)
+        taken.append(best)
+        taken_locs.add(int(cand[best]))
+        s = int(sess[best])
+        per_sess[s] = per_sess.get(s, 0) + 1
+    return np.asarray(taken + rest + order[len(pool):].tolist(), dtype=np.int64)
+
+
+def _rank_final(index, cand, score, qvec, params, lists, vis, extra=()):
     """Reciprocal-rank fusion of the seed channels with diffusion score and cosine ranks."""
     lex_ids, lex_sc, vec_ids, vec_sc, win_ids, win_sc = lists
-    ids, fused = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc, raw=True)
+    ids, fused = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc, raw=True, extra=extra)
     order = np.argsort(ids)
     ids, fused = ids[order], fused[order]
     final = np.zeros(cand.size, dtype=np.float64)
@@ -357,15 +534,15 @@ def _rank_final(index, cand, score, qvec, params, lists, vis):
         final[hit] = fused[pos[hit]]
     rk = params.rrf_k
     if params.w_rank_act > 0:
-        final += params.w_rank_act * _rr(score, rk)
+        final += params.w_rank_act * _rr(score, rk, cand)
     cos = np.full(cand.size, np.nan)
     if qvec is not None:
         cos = index.vectors.cosine(cand, qvec)
         if params.w_rank_cos > 0:
-            final += params.w_rank_cos * _rr(cos, rk)
+            final += params.w_rank_cos * _rr(cos, rk, cand)
         if params.w_rank_wcos > 0:
             wcos = window_cosine(index.windows, index.vectors, cand, qvec, vis)
-            final += params.w_rank_wcos * _rr(wcos, rk)
+            final += params.w_rank_wcos * _rr(wcos, rk, cand)
     return final, cos
 
 

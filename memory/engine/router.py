@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from memory.engine.text import extract_entities, has_time_expression, key_terms
 
-__all__ = ["DEPTHS", "RoutePlan", "route"]
+__all__ = ["DEPTHS", "RoutePlan", "route", "is_time_question"]
 
 # Diffusion depth per routing rule; kept as data so benchmarks can tune it without code changes.
 DEPTHS: dict[str, int] = {
@@ -197,6 +197,11 @@ def _select_rule(q: str, entities: list[str]) -> str:
     if _WH_START_RE.match(low):
         return "detail"
     return "open"
+
+
+def is_time_question(query: str) -> bool:
+    """True when the answer sought is a time ("When did...", "How long...")."""
+    return bool(_TEMPORAL_RE.search(_normalise(query).lower()))
 
 
 def route(query: str) -> RoutePlan:

@@ -90,6 +90,7 @@ class NodeRecord:
     occurred_at: float = math.nan
     vector: np.ndarray | None = None
     tokens: list[str] | None = None
+    speaker: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +102,9 @@ class ResonateParams:
     n_vec: int = 20
     fusion: Literal["rrf", "weighted"] = "rrf"
     rrf_k: int = 60
-    w_lex: float = 0.5
+    # The turn-level lexical list is off by default: the window list subsumes it (a node without
+    # a session is a window of one) and fusing both double-counts lexical evidence.
+    w_lex: float = 0.0
     w_vec: float = 0.5
     # Weighted fusion min-max normalises, which maps the weakest seed to 0;
     # the floor keeps every seed alive so it can still spread activation.
@@ -114,19 +117,55 @@ class ResonateParams:
     rerank: bool = True
     w_rerank: float = 0.5
     # Context-window lexical channel (BM25 over each node +- its session neighbours); 0 = off.
-    n_win: int = 0
-    w_win: float = 0.5
+    n_win: int = 20
+    w_win: float = 1.0
     # Final ordering: "blend" = (1-w_rerank)*score/max + w_rerank*cosine; "rank" = weighted
     # reciprocal-rank fusion of the seed channels with the ranks of diffusion score, cosine and
     # window cosine (mean cosine over the node's context window) among all candidates.
-    final: Literal["blend", "rank"] = "blend"
-    w_rank_act: float = 0.5
-    w_rank_cos: float = 0.5
-    w_rank_wcos: float = 0.0
+    final: Literal["blend", "rank"] = "rank"
+    w_rank_act: float = 0.25
+    w_rank_cos: float = 0.0
+    w_rank_wcos: float = 0.5
     # Window-vector channel (mean cosine over the context window); 0 = off. "vec" replaces the
     # turn-level vector list with it, "win" interleaves it into the window list.
-    n_wvec: int = 0
+    n_wvec: int = 20
     w_wvec_as: Literal["vec", "win"] = "vec"
+    # Entity focus: bonus (in units of a rank-1 reciprocal rank) for candidates whose own text names
+    # a person/thing the query names (the lexical document starts with the speaker); 0 = off.
+    w_ent: float = 0.0
+    # Speaker focus: the same bonus for candidates *spoken by* a person the query names (nicknames
+    # resolved against the tenant's speakers by ``text.canonical_entity``); 0 = off.
+    w_spk: float = 0.0
+    # Speaker channel: the window-lexical list restricted to turns spoken by a person the query
+    # names, as one more seed channel of weight ``w_spk_ch``; 0 = off.
+    w_spk_ch: float = 0.0
+    # Vector feedback (Rocchio): query vector + ``vprf_beta`` x mean vector of the ``prf_docs`` best
+    # fused seeds' windows gives a second window-vector list with weight ``w_vprf``; 0 = off.
+    w_vprf: float = 0.0
+    vprf_beta: float = 0.5
+    # Time focus: for "when ..." questions, the same bonus for candidates whose own text carries
+    # a resolvable time expression ("yesterday", "last May"); 0 = off.
+    w_time: float = 0.0
+    # Wide-window lexical channel (radius 3) when the index keeps one; 0 = off.
+    n_wide: int = 0
+    w_wide: float = 0.5
+    # Pseudo-relevance feedback: the ``prf_docs`` best fused seeds' windows give ``prf_terms``
+    # expansion terms (tf x idf), weighted ``prf_beta`` in a second window-BM25 pass whose ranked
+    # list joins the seed channels with weight ``w_prf``; n_prf = 0 = off.
+    n_prf: int = 0
+    w_prf: float = 0.5
+    prf_docs: int = 5
+    prf_terms: int = 10
+    prf_beta: float = 0.3
+    # Diversification of the final top k (greedy): a candidate's score is multiplied by ``div_adj``
+    # while a window neighbour of it is already taken, and by ``div_session`` per already taken
+    # candidate of its session. 1.0 = off.
+    # Session focus: rank term (weight) of the candidate's session score = sum of its ``sess_top``
+    # best turn BM25 scores (a session that talks about the query's subject at length); 0 = off.
+    w_rank_sess: float = 0.0
+    sess_top: int = 3
+    div_adj: float = 1.0
+    div_session: float = 1.0
     tension_threshold: float = TENSION_THRESHOLD
     max_chars: int = 8000
     truncation_marker: str = " …[truncated]"

@@ -153,6 +153,12 @@ class VectorIndex:
         return index
 
     # -- reads --------------------------------------------------------------
+    def mean_vector(self, local_ids: np.ndarray) -> np.ndarray | None:
+        """Mean of the unit vectors of the rows that have one (None if none has)."""
+        ids = np.asarray(local_ids, dtype=np.int64)
+        ids = ids[self.has_vector(ids)]
+        return self._mat[ids].mean(axis=0) if ids.size else None
+
     def cosine(self, local_ids: np.ndarray, qvec: np.ndarray) -> np.ndarray:
         """Cosine of each row with qvec; NaN where the row has no vector."""
         ids = np.asarray(local_ids, dtype=np.int64)

@@ -3,13 +3,14 @@
 A turn rarely carries every word of the question that it answers ("Yes, the one at the lake!"
 answers "Where did Melanie go camping?" only together with the turn before it). The window
 document of a node is its own tokens plus the tokens of the ``radius`` nodes either side of it in
-the same session (by ``seq``); BM25 over these documents finds such turns. Nodes without a
-session (session_key 0) are windows of one.
+the same session (by ``seq``); its own tokens count ``center_weight`` times, so of the windows
+sharing the matching words the one centred on the turn that says them ranks first. Nodes without
+a session (session_key 0) are windows of one.
 
 Maintained incrementally: writing a node re-indexes the windows it belongs to; deleting one drops
 it from its neighbours' windows. Corpus statistics stay per query over the allowed set (see
-``BM25Index.query``); a window's text may include a neighbour the caller cannot see only if the
-two share a session, which already share an owner and scope in the write path.
+``BM25Index.query``). The caller passes a key that joins only nodes of one session *and* one
+visibility (``TenantIndex`` does), so a window never carries a hidden neighbour's words.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ __all__ = ["ContextWindows", "window_cosine", "window_vector_top"]
 
 
 class ContextWindows:
-    def __init__(self, radius: int = 1, *, k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(self, radius: int = 1, *, center_weight: int = 3, k1: float = 1.2, b: float = 0.75) -> None:
         self.radius = int(radius)
+        self.center_weight = max(1, int(center_weight))
         self.bm25 = BM25Index(k1=k1, b=b)
         self._tokens: dict[int, list[str]] = {}
         self._where: dict[int, tuple[int, int]] = {}  # local -> (session_key, seq)
@@ -48,6 +50,8 @@ class ContextWindows:
         toks: list[str] = []
         for m in self._members(local_id):
             toks.extend(self._tokens.get(m, ()))
+        for _ in range(self.center_weight - 1):
+            toks.extend(self._tokens.get(local_id, ()))
         self.bm25.add(local_id, toks)
 
     def update(self, local_id: int, session_key: int, seq: int, tokens: list[str]) -> None:
@@ -83,8 +87,13 @@ class ContextWindows:
     def neighbours(self, local_ids: np.ndarray) -> list[list[int]]:
         return [self._members(int(x)) for x in np.asarray(local_ids, dtype=np.int64).tolist()]
 
-    def query(self, tokens: list[str], allowed: np.ndarray | None = None) -> BM25Query:
-        return self.bm25.query(tokens, allowed)
+    def query(
+        self, tokens: list[str], allowed: np.ndarray | None = None, weights: dict[str, float] | None = None
+    ) -> BM25Query:
+        return self.bm25.query(tokens, allowed, weights)
+
+    def own_tokens(self, local_id: int) -> list[str]:
+        return self._tokens.get(int(local_id), [])
 
     def nbytes(self) -> int:
         toks = sum(8 * len(t) + 56 for t in self._tokens.values())
@@ -125,16 +134,18 @@ def window_vector_top(
     seedable: np.ndarray,
     *,
     pool: int = 100,
+    top: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-k seedable nodes by window cosine.
 
     Candidates are the ``pool`` best single nodes by cosine and their window neighbours (a window
     scores high only if some member does), so the cost is one vector search plus ~3*pool dot
-    products whatever the tenant size.
+    products whatever the tenant size. ``top``: that search's result, when the caller has it.
     """
     if k <= 0:
         return np.empty(0, np.int64), np.empty(0, np.float64)
-    top, _ = vectors.search(qvec, max(pool, k), visible)
+    if top is None:
+        top, _ = vectors.search(qvec, max(pool, k), visible)
     if top.size == 0:
         return np.empty(0, np.int64), np.empty(0, np.float64)
     cand = np.unique(np.fromiter((x for m in windows.neighbours(top) for x in m), np.int64))

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from memory.engine import NodeKind, ResonateParams, TenantIndex, tokenize
+from memory.engine import NodeKind, ResonateParams, Scope, TenantIndex, tokenize
 
 
 def dense_adjacency(index: TenantIndex) -> np.ndarray:
@@ -73,6 +73,38 @@ def ref_bm25(docs: list[list[str]], query: list[str], vis: np.ndarray, k1=1.2, b
     return scores
 
 
+def ref_windows(index: TenantIndex, radius: int = 1) -> list[list[int]]:
+    """Members of each node's context window: same session and visibility, |seq diff| <= radius."""
+    n = index.n
+    c = {k: index.col(k) for k in ("session_key", "owner_key", "team_id", "scope", "seq", "deleted")}
+    out = []
+    for i in range(n):
+        if c["session_key"][i] == 0 or c["scope"][i] == Scope.RESTRICTED:
+            out.append([i])
+            continue
+        key = tuple(c[k][i] for k in ("session_key", "owner_key", "team_id", "scope"))
+        out.append(
+            [
+                j
+                for j in range(n)
+                if not c["deleted"][j]
+                and tuple(c[k][j] for k in ("session_key", "owner_key", "team_id", "scope")) == key
+                and abs(int(c["seq"][j]) - int(c["seq"][i])) <= radius
+            ]
+        )
+    return out
+
+
+def _rank_recip(values: dict[int, float], k: int) -> dict[int, float]:
+    """1/(k + rank) by value (ties by id); NaN values get 0 and rank last."""
+    ok = [i for i, v in values.items() if not math.isnan(v)]
+    ranked = sorted(ok, key=lambda i: (-values[i], i))
+    out = {i: 0.0 for i in values}
+    for r, i in enumerate(ranked, 1):
+        out[i] = 1.0 / (k + r)
+    return out
+
+
 def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: ResonateParams, now):
     """Returns [(node_id, final_score)] best first."""
     n = index.n
@@ -89,24 +121,53 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
     lex = ref_bm25(docs, q, vis)
     cand = [i for i in range(n) if seedable[i] and lex[i] > 0]
     lex_ids = sorted(cand, key=lambda i: (-lex[i], i))[: params.n_lex]
+    windows = ref_windows(index)
+    win_ids = []
+    if params.n_win > 0:
+        wdocs = [[t for j in windows[i] for t in docs[j]] + docs[i] * 2 for i in range(n)]  # centre x3
+        wlex = ref_bm25(wdocs, q, vis)
+        cand = [i for i in range(n) if seedable[i] and wlex[i] > 0]
+        win_ids = sorted(cand, key=lambda i: (-wlex[i], i))[: params.n_win]
     vec_ids = []
     unit_q = None
     has = index.vectors.has_vector(np.arange(n))
     mat = index.vectors._mat[:n].astype(np.float64)
+    wcos = {}
     if qvec is not None:
         unit_q = np.asarray(qvec, dtype=np.float64) / np.linalg.norm(qvec)
         sims = mat @ unit_q
+
+        def window_cos(i: int) -> float:
+            ms = [j for j in windows[i] if vis[j] and has[j]]
+            return float(np.mean([sims[j] for j in ms])) if ms else math.nan
+
+        wcos = {i: window_cos(i) for i in range(n)}
         cand = [i for i in range(n) if seedable[i] and has[i]]
         vec_ids = sorted(cand, key=lambda i: (-sims[i], i))[: params.n_vec]
+        if params.n_wvec > 0:
+            pool = sorted((i for i in range(n) if vis[i] and has[i]), key=lambda i: (-sims[i], i))[:100]
+            wc = sorted(
+                {j for i in pool for j in windows[i] if seedable[j] and not math.isnan(wcos[j])},
+                key=lambda j: (-wcos[j], j),
+            )[: params.n_wvec]
+            if params.w_wvec_as == "vec":
+                vec_ids = wc
+            else:
+                merged = []
+                for r in range(max(len(win_ids), len(wc))):
+                    for lst in (win_ids, wc):
+                        if r < len(lst) and lst[r] not in merged:
+                            merged.append(lst[r])
+                win_ids = merged
     fused = {}
-    for ch in (lex_ids, vec_ids):
+    for ch, w in ((lex_ids, params.w_lex), (vec_ids, params.w_vec), (win_ids, params.w_win)):
         for r, i in enumerate(ch, 1):
-            fused[i] = fused.get(i, 0.0) + 1.0 / (params.rrf_k + r)
+            fused[i] = fused.get(i, 0.0) + w / (params.rrf_k + r)
     if not fused:
         return []
     top = max(fused.values())
     seeds = sorted(fused, key=lambda i: (-fused[i], i))
-    acts = [max(fused[i] / top, params.seed_floor) for i in seeds]
+    acts = [max(fused[i] / top, params.seed_floor) if top > 0 else 1.0 for i in seeds]
     W = dense_adjacency(index)
     act = ref_diffuse(
         W, seeds, acts, vis, params.depth, params.hop_decay, params.combine, params.max_activated
@@ -118,7 +179,19 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
             continue
         frac = len(qset & set(docs[i])) / len(qset) if qset else 0.0
         scored[i] = a * ten_all[i] * (1 + params.w_ctx * frac)
-    if params.rerank and unit_q is not None:
+    if params.final == "rank" and scored:
+        final = {i: fused.get(i, 0.0) for i in scored}
+        parts = [(params.w_rank_act, dict(scored))]
+        if unit_q is not None:
+            parts.append(({i: float(mat[i] @ unit_q) if has[i] else math.nan for i in scored}, None))
+            parts[-1] = (params.w_rank_cos, parts[-1][0])
+            parts.append((params.w_rank_wcos, {i: wcos[i] for i in scored}))
+        for w, vals in parts:
+            if w > 0:
+                for i, r in _rank_recip(vals, params.rrf_k).items():
+                    final[i] += w * r
+        scored = final
+    elif params.rerank and unit_q is not None:
         mx = max(scored.values())
         for i in list(scored):
             base = scored[i] / mx

@@ -36,6 +36,8 @@ def _random_index(rng: np.random.Generator, n: int = 40, m: int = 90, dim: int =
                 last_updated=float(rng.uniform(0, 10)),
                 mentions=int(rng.integers(0, 15)),
                 vector=None if rng.random() < 0.15 else rng.normal(size=dim),
+                session_key=int(rng.integers(0, 3)),
+                seq=i,
             )
         )
     idx.upsert_nodes(recs)
@@ -69,13 +71,19 @@ def test_diffuse_matches_dense_reference(combine: str, depth: int, seed: int) ->
         assert allowed[got.locals].all()
 
 
+_LEGACY = {"w_lex": 0.5, "n_win": 0, "n_wvec": 0, "final": "blend"}  # turn channels, cosine blend
+_INTERLEAVED = {"w_lex": 0.5, "w_wvec_as": "win", "w_rank_cos": 0.3}
+
+
+@pytest.mark.parametrize("variant", [{}, _LEGACY, _INTERLEAVED])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 @pytest.mark.parametrize("depth", [0, 1, 2, 3])
-def test_resonate_matches_reference(seed: int, depth: int) -> None:
+def test_resonate_matches_reference(seed: int, depth: int, variant: dict) -> None:
     rng = np.random.default_rng(seed)
     idx = _random_index(rng)
     allowed = idx.visibility_mask(owner_keys=[1])
-    params = ResonateParams(depth=depth, n_lex=5, n_vec=5, max_activated=6, k=8)
+    opts = {"depth": depth, "n_lex": 5, "n_vec": 5, "n_win": 5, "n_wvec": 5, "max_activated": 6, "k": 8}
+    params = ResonateParams(**{**opts, **variant})
     for _ in range(3):
         q = " ".join(rng.choice(WORDS, size=3))
         qvec = rng.normal(size=8)

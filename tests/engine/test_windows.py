@@ -30,7 +30,9 @@ def test_windows_follow_session_order_and_deletes() -> None:
 def test_window_channel_finds_turn_through_its_neighbour() -> None:
     idx = TenantIndex(2)
     recs = [
-        NodeRecord(1, "where did you go camping last week", session_key=3, seq=0, vector=np.array([1.0, 0.0])),
+        NodeRecord(
+            1, "where did you go camping last week", session_key=3, seq=0, vector=np.array([1.0, 0.0])
+        ),
         NodeRecord(2, "the lake, it was lovely", session_key=3, seq=1, vector=np.array([0.0, 1.0])),
         NodeRecord(3, "unrelated chatter", session_key=4, seq=0, vector=np.array([0.0, 1.0])),
     ]
