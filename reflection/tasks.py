@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 
 from celery import shared_task
+from celery.signals import worker_ready
+
+log = logging.getLogger("nylon.reflection")
 
 
 @shared_task(acks_late=True, name="reflection.probe")
@@ -19,3 +23,52 @@ def probe(org_id: int, token: str) -> str:
         audit.record(actor=None, org=org, action="worker.probe", object_type="worker", object_id=token,
                      detail={"host": socket.gethostname()})
     return socket.gethostname()
+
+
+@shared_task(acks_late=True, name="reflection.llm_probe", ignore_result=True)
+def llm_probe() -> dict:
+    """Probe the configured LLM (on worker start and on beat); the state lands in Redis."""
+    from . import llm
+
+    return llm.probe()
+
+
+@worker_ready.connect
+def _probe_on_start(sender=None, **kwargs) -> None:
+    try:
+        llm_probe.delay()
+    except Exception as exc:  # the worker starts even when the broker hiccups
+        log.warning("llm probe not enqueued: %s", exc)
+
+
+@shared_task(acks_late=True, name="reflection.abstract_session", ignore_result=True)
+def abstract_session(session_id: int) -> dict:
+    """Leaves → facts for an ended session. Idempotent: keyed by the session (see services)."""
+    from . import services
+
+    return services.abstract_session(session_id=session_id)
+
+
+@shared_task(acks_late=True, name="reflection.reflect_session", ignore_result=True)
+def reflect_session(session_id: int) -> dict:
+    """Facts → 1-3 commonsense bridges once the owner is idle. Idempotent per session."""
+    from . import services
+
+    return services.reflect_session(session_id=session_id)
+
+
+@shared_task(acks_late=True, name="reflection.detect_conflicts", ignore_result=True)
+def detect_conflicts(org_id: int, node_ids: list[int]) -> int:
+    """Contradictions between new nodes and their nearest same-owner neighbours. Idempotent: one
+    conflict per unordered node pair."""
+    from . import conflicts
+
+    return conflicts.detect(org_id=org_id, node_ids=node_ids)
+
+
+@shared_task(acks_late=True, name="reflection.tick", ignore_result=True)
+def tick() -> dict:
+    """Beat: end idle sessions, retry failed abstractions, start idle reflection."""
+    from . import services
+
+    return services.tick()

@@ -1,0 +1,74 @@
+"""Conflicts and background-work status API."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from nylon_project.api import Api, StrictSerializer
+from nylon_project.pagination import CursorPage
+
+from . import conflicts, services
+from .models import Conflict
+
+
+class ConflictNodeOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField()
+    text = serializers.CharField()
+    speaker = serializers.CharField()
+    occurred_at = serializers.DateTimeField()
+    valid_to = serializers.DateTimeField(allow_null=True)
+
+
+class ConflictOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.CharField()
+    reason = serializers.CharField()
+    detector = serializers.CharField()
+    node_a = ConflictNodeOutput()
+    node_b = ConflictNodeOutput()
+    kept_node_id = serializers.IntegerField(allow_null=True)
+    resolved_by = serializers.CharField()
+    resolved_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class ConflictListApi(Api):
+    @extend_schema(responses=ConflictOutput(many=True))
+    def get(self, request):
+        qs = conflicts.visible_conflicts(actor=request.actor)
+        wanted = request.query_params.get("status")
+        if wanted:
+            if wanted not in Conflict.Status.values:
+                raise serializers.ValidationError({"status": ["Unknown status."]})
+            qs = qs.filter(status=wanted)
+        paginator = CursorPage()
+        page = paginator.paginate_queryset(qs, request, view=self)
+        return paginator.get_paginated_response(ConflictOutput(page, many=True).data)
+
+
+class ConflictResolveApi(Api):
+    class InputSerializer(StrictSerializer):
+        action = serializers.ChoiceField(choices=list(conflicts.ACTIONS))
+        keep = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
+
+    @extend_schema(request=InputSerializer, responses=ConflictOutput)
+    def post(self, request, conflict_id: int):
+        conflict = conflicts.visible_conflicts(actor=request.actor).filter(id=conflict_id).first()
+        if conflict is None:
+            raise Http404
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        c = conflicts.resolve(actor=request.actor, conflict=conflict, action=s.validated_data["action"],
+                              keep_id=s.validated_data["keep"], request_id=self.request_id())
+        c = conflicts.visible_conflicts(actor=request.actor).get(pk=c.pk)
+        return Response(ConflictOutput(c).data)
+
+
+class BackgroundStatusApi(Api):
+    @extend_schema(responses=serializers.DictField())
+    def get(self, request):
+        return Response(services.status_for(actor=request.actor))

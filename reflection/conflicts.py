@@ -1,0 +1,166 @@
+"""Conflict detection on write and conflict resolution.
+
+Detection (a Celery task after the weave commits): candidates are the 4 nearest nodes of the same
+owner and kind (pgvector ``<=>``) with the same speaker; the rules (negation flip; a different
+number, date or place for the same statement) decide when no LLM is configured, and an LLM judge
+decides when one is (called outside any transaction; if it fails the rule verdict stands and the
+LLM state shows the failure). Nothing is ever deleted: superseding sets ``valid_to`` on the old
+node and adds a ``supersedes`` edge.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+from rest_framework.exceptions import PermissionDenied, ValidationError
+
+from assets import audit
+from memory.engine.weave import EDGE_WEIGHTS
+from memory.models import Edge, EdgeKind, Node
+from memory.selectors import visible_nodes
+from nylon_project import events
+from teams.models import Organization
+
+from . import heuristics, llm
+from .models import Conflict
+
+log = logging.getLogger("nylon.reflection")
+
+CANDIDATES = 4
+LLM_MIN_COSINE = 0.7
+MAX_JUDGE_CALLS = 32  # per task: a bulk import must not turn into thousands of LLM calls
+
+JUDGE_SYSTEM = """TASK: conflict
+Two memory statements of the same person are given. Decide whether they contradict each other
+(both cannot be true at the same time, e.g. a negated preference, a different number, date or
+place for the same attribute). A change over time stated explicitly is still a contradiction of
+the older statement. Output JSON: {"contradicts": true|false, "reason": "one short sentence"}"""
+JUDGE_SCHEMA = {"type": "object", "required": ["contradicts", "reason"],
+                "properties": {"contradicts": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 500}}}
+
+
+def _candidates(node: Node) -> list[tuple[int, float]]:
+    owner_sql, owner_id = (("owner_agent_id", node.owner_agent_id) if node.owner_agent_id
+                           else ("owner_user_id", node.owner_user_id))
+    vec = "[" + ",".join(f"{x:.6f}" for x in node.embedding) + "]"
+    with connection.cursor() as cur:
+        cur.execute(
+            f"""SELECT id, 1 - (embedding <=> %s::vector) FROM memory_node
+                WHERE org_id = %s AND {owner_sql} = %s AND kind = %s AND id <> %s AND deleted_at IS NULL
+                  AND valid_to IS NULL AND embedding IS NOT NULL
+                ORDER BY embedding <=> %s::vector LIMIT %s""",
+            [vec, node.org_id, owner_id, node.kind, node.id, vec, CANDIDATES],
+        )
+        return cur.fetchall()
+
+
+def _same_subject(a: Node, b: Node) -> bool:
+    return not a.speaker or not b.speaker or a.speaker.strip().lower() == b.speaker.strip().lower()
+
+
+def _judge(org: Organization, a: Node, b: Node) -> tuple[bool, str]:
+    out = llm.complete_json(org=org, system=JUDGE_SYSTEM, schema=JUDGE_SCHEMA, max_tokens=200,
+                            user=f"Statement A ({a.speaker or 'someone'}, {a.occurred_at.date()}): {a.text}\n"
+                                 f"Statement B ({b.speaker or 'someone'}, {b.occurred_at.date()}): {b.text}")
+    return bool(out["contradicts"]), " ".join(out["reason"].split())[:480] or "the LLM judge found a contradiction"
+
+
+def detect(*, org_id: int, node_ids: list[int]) -> int:
+    """Find and store conflicts for these nodes; returns how many new conflicts were stored."""
+    org = Organization.objects.filter(pk=org_id).first()
+    if org is None:
+        return 0
+    cfg = llm.config_for(org)
+    nodes = list(Node.objects.filter(org_id=org_id, id__in=node_ids, deleted_at__isnull=True,
+                                     embedding__isnull=False))
+    created = 0
+    judged = 0
+    for node in nodes:
+        cands = _candidates(node)
+        others = {n.id: n for n in Node.objects.filter(id__in=[c for c, _ in cands])}
+        for cid, sim in cands:
+            other = others.get(cid)
+            if other is None or not _same_subject(node, other):
+                continue
+            a, b = sorted((node, other), key=lambda n: n.id)
+            if Conflict.objects.filter(node_a=a, node_b=b).exists():
+                continue
+            reason = heuristics.conflict_reason(a.text, b.text, a.entities, b.entities)
+            detector = Conflict.Detector.RULE
+            if cfg is not None and (reason or sim >= LLM_MIN_COSINE) and judged < MAX_JUDGE_CALLS:
+                judged += 1
+                try:
+                    yes, why = _judge(org, a, b)
+                    reason, detector = (why if yes else None), Conflict.Detector.LLM
+                except llm.LlmError as exc:  # the rule verdict stands; the LLM state shows the outage
+                    log.warning("conflict judge unavailable, rules used: %s", exc)
+            if reason:
+                created += _store(org, a, b, reason, detector)
+    return created
+
+
+def _store(org: Organization, a: Node, b: Node, reason: str, detector: str) -> int:
+    try:
+        with transaction.atomic():
+            c = Conflict.objects.create(org=org, node_a=a, node_b=b, reason=reason[:500], detector=detector)
+            Edge.objects.bulk_create([Edge(org=org, src=a, dst=b, kind=EdgeKind.CONTRADICTS,
+                                           weight=EDGE_WEIGHTS["contradicts"])], ignore_conflicts=True)
+            events.publish(org.id, "conflict.detected", {"conflict_id": c.id, "node_ids": [a.id, b.id],
+                                                         "detector": detector})
+    except IntegrityError:
+        return 0  # a concurrent delivery stored it
+    return 1
+
+
+# --------------------------------------------------------------------------------------------
+# reads and resolution
+
+
+def visible_conflicts(*, actor) -> QuerySet[Conflict]:
+    """Conflicts of the caller's org whose two nodes the caller may both read."""
+    visible = visible_nodes(actor=actor).values("id")
+    return (Conflict.objects.filter(org=actor.org, node_a__in=visible, node_b__in=visible)
+            .select_related("node_a", "node_b"))
+
+
+def _is_owner(actor, node: Node) -> bool:
+    if actor.agent is not None:
+        return node.owner_agent_id == actor.agent.id
+    return node.owner_user_id == getattr(actor.user, "id", None)
+
+
+ACTIONS = {"keep_both": Conflict.Status.KEPT_BOTH, "supersede": Conflict.Status.SUPERSEDED,
+           "reject": Conflict.Status.REJECTED}
+
+
+@transaction.atomic
+def resolve(*, actor, conflict: Conflict, action: str, keep_id: int | None = None,
+            request_id: str = "") -> Conflict:
+    c = Conflict.objects.select_for_update().select_related("node_a", "node_b").get(pk=conflict.pk)
+    if c.status != Conflict.Status.OPEN:
+        raise ValidationError({"action": [f"This conflict is already resolved ({c.status})."]})
+    if keep_id is not None and keep_id not in (c.node_a_id, c.node_b_id):
+        raise ValidationError({"keep": ["Must be one of the two nodes of the conflict."]})
+    now = timezone.now()
+    if action == "supersede":
+        if keep_id is None:
+            raise ValidationError({"keep": ["Supersede needs the node to keep."]})
+        keep, old = (c.node_a, c.node_b) if keep_id == c.node_a_id else (c.node_b, c.node_a)
+        if not _is_owner(actor, old) and not actor.is_org_admin:
+            raise PermissionDenied("Only the owner of a memory or an org admin may supersede it.")
+        Node.objects.filter(pk=old.pk, valid_to__isnull=True).update(valid_to=now)
+        Edge.objects.bulk_create([Edge(org=c.org, src=keep, dst=old, kind=EdgeKind.SUPERSEDES,
+                                       weight=EDGE_WEIGHTS["supersedes"])], ignore_conflicts=True)
+    c.status = ACTIONS[action]
+    c.kept_node_id = keep_id
+    c.resolved_by = actor.label[:255]
+    c.resolved_at = now
+    c.save(update_fields=["status", "kept_node", "resolved_by", "resolved_at"])
+    audit.record(actor=actor, action="conflict.resolve", object_type="conflict", object_id=c.id,
+                 detail={"action": action, "keep": keep_id, "nodes": [c.node_a_id, c.node_b_id]},
+                 request_id=request_id)
+    events.publish(c.org_id, "conflict.resolved", {"conflict_id": c.id, "status": c.status})
+    return c

@@ -1,0 +1,141 @@
+"""Rule-based fallbacks used when no LLM is configured: fact abstraction and conflict rules.
+
+Pure functions (no Django), so they are cheap to test and deterministic.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from memory.engine.text import MONTH_NAMES, resolve_times
+
+# --------------------------------------------------------------------------------------------
+# abstraction: one fact per turn that states a first-person event or decision
+
+_SENT = re.compile(r"[^.!?\n]+[.!?]*")
+_FIRST = re.compile(r"\b(I|I'm|I've|I'll|I'd|we|we're|we've|we'll)\b", re.I)
+_DECISION = re.compile(r"\b(decided|decide|agreed|agree|will|plan|planning|going to|booked|bought|chose|"
+                       r"switched|moved|started|finished|joined|quit|signed|adopted|visited|went|got|"
+                       r"prefer|love|like|hate|eat|live|work|am|was|have|had|need)\b", re.I)
+_MODAL = {"will", "would", "can", "could", "should", "must", "might", "may", "shall", "did", "was", "had",
+          "used", "never", "always", "also", "just", "really", "still", "often", "usually", "recently",
+          "finally", "already", "actually"}
+_PAST = {"went", "got", "saw", "made", "took", "bought", "had", "was", "did", "came", "gave", "found",
+         "thought", "told", "felt", "left", "met", "ran", "sat", "wrote", "began", "became", "brought", "built",
+         "chose", "drove", "ate", "fell", "flew", "forgot", "knew", "lost", "paid", "put", "said", "sent", "sold",
+         "spent", "taught", "won", "wore", "heard", "kept", "read", "swam", "sang", "slept", "spoke", "stood",
+         "understood", "caught", "fought", "held", "hurt", "let", "set", "cut", "quit", "gotten"}
+_IRREGULAR = {"am": "is", "have": "has", "do": "does", "don't": "doesn't", "go": "goes", "was": "was",
+              "haven't": "hasn't", "'m": "is", "'ve": "has"}
+
+
+def _third_person(verb: str) -> str:
+    low = verb.lower()
+    if low in _IRREGULAR:
+        return _IRREGULAR[low]
+    if low in _MODAL or low in _PAST or low.endswith("ed") or not low.isalpha():
+        return verb
+    if re.search(r"(s|sh|ch|x|z|o)$", low):
+        return verb + "es"
+    if re.search(r"[^aeiou]y$", low):
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def rewrite_first_person(sentence: str, speaker: str) -> str:
+    """Coreference of I/me/my → the speaker, with the verb after "I" put in the third person."""
+    s = speaker or "The speaker"
+    out = re.sub(r"\bI'm\b", f"{s} is", sentence)
+    out = re.sub(r"\bI've\b", f"{s} has", out)
+    out = re.sub(r"\bI'll\b", f"{s} will", out)
+    out = re.sub(r"\bI'd\b", f"{s} would", out)
+    out = re.sub(r"\bI (\w+(?:'t)?)", lambda m: f"{s} {_third_person(m.group(1))}", out)
+    out = re.sub(r"\bI\b", s, out)
+    out = re.sub(r"\b[Mm]y\b", f"{s}'s", out)
+    out = re.sub(r"\b(me|myself)\b", s, out)
+    out = re.sub(r"\b[Ww]e\b", f"{s} and others", out)
+    out = re.sub(r"\b[Oo]ur\b", f"{s}'s group's", out)
+    return out.strip()
+
+
+def _when(sentence: str, occurred_at: datetime | None) -> str:
+    if occurred_at is None:
+        return ""
+    mentions = resolve_times(sentence, occurred_at)
+    if not mentions:
+        return ""
+    t = mentions[0]
+    if t.granularity == "day":
+        return f" (on {t.start.day} {MONTH_NAMES[t.start.month - 1]} {t.start.year})"
+    if t.granularity == "week":
+        return f" (in the week of {t.start.day} {MONTH_NAMES[t.start.month - 1]} {t.start.year})"
+    if t.granularity == "month":
+        return f" (in {MONTH_NAMES[t.start.month - 1]} {t.start.year})"
+    return f" (in {t.start.year})"
+
+
+def heuristic_fact(text: str, speaker: str, occurred_at: datetime | None) -> str | None:
+    """The first sentence stating a first-person event or decision, rewritten as a fact."""
+    for m in _SENT.finditer(text):
+        sentence = m.group(0).strip()
+        if not sentence or sentence.endswith("?") or len(sentence.split()) < 3:
+            continue
+        if not _FIRST.search(sentence) or not _DECISION.search(sentence):
+            continue
+        fact = rewrite_first_person(sentence.rstrip(".!"), speaker)
+        return fact + _when(sentence, occurred_at) + "."
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# conflicts: negation flip, or a different number / date / place for the same statement
+
+_NEG = {"not", "no", "never", "don't", "doesn't", "didn't", "isn't", "aren't", "wasn't", "weren't", "won't",
+        "can't", "cannot", "haven't", "hasn't", "nothing", "nobody", "neither", "nor"}
+_DROP = {"a", "an", "the", "really", "very", "so", "just", "actually", "also", "anymore", "any", "longer",
+         "at", "all", "still", "do", "does", "did", "to"}
+_NUM = re.compile(r"^\d+(?:[.,:]\d+)*(?:am|pm|st|nd|rd|th|k|%)?$")
+_NUM_WORDS = {"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+              "twelve", "twenty", "thirty", "forty", "fifty", "hundred"}
+
+
+@dataclass(frozen=True)
+class Statement:
+    negated: bool
+    core: frozenset[str]
+    numbers: frozenset[str]
+    places: frozenset[str]
+
+
+def statement(text: str, entities: list[str] | tuple[str, ...] = ()) -> Statement:
+    low = re.sub(r"n't\b", " not", text.lower().replace("’", "'"))
+    low = re.sub(r"\b(can) not\b", "cannot", low)
+    toks = re.findall(r"[a-z0-9][a-z0-9.,:%']*[a-z0-9%]|[a-z0-9]", low)
+    ent_toks = {t.lower() for e in entities for t in e.split()}
+    neg = sum(1 for t in toks if t in _NEG or t == "not") % 2 == 1
+    numbers = frozenset(t for t in toks if _NUM.match(t) or t in _NUM_WORDS) | frozenset(
+        m for m in MONTH_NAMES if m.lower() in toks)
+    places = frozenset(t for t in toks if t in ent_toks) - numbers
+    core = frozenset(t for t in toks if t not in _NEG and t != "not" and t not in _DROP and t not in numbers
+                     and t not in places and t.lower() not in {m.lower() for m in MONTH_NAMES})
+    return Statement(negated=neg, core=core, numbers=numbers, places=places)
+
+
+def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> str | None:
+    """Why two statements of the same subject contradict, or None."""
+    a, b = statement(a_text, a_entities), statement(b_text, b_entities)
+    if len(a.core | b.core) < 2:
+        return None
+    overlap = len(a.core & b.core) / len(a.core | b.core)
+    if a.negated != b.negated and overlap >= 0.8 and a.numbers == b.numbers and a.places == b.places:
+        return "negation flip: one statement denies the other"
+    if a.negated == b.negated and overlap >= 0.75:
+        if a.numbers and b.numbers and a.numbers != b.numbers and a.places == b.places:
+            return (f"different number or date for the same statement: "
+                    f"{', '.join(sorted(a.numbers))} vs {', '.join(sorted(b.numbers))}")
+        if a.places and b.places and a.places != b.places and a.numbers == b.numbers:
+            return (f"different place or name for the same statement: "
+                    f"{', '.join(sorted(a.places))} vs {', '.join(sorted(b.places))}")
+    return None

@@ -1,0 +1,417 @@
+"""LLM providers over httpx: OpenAI-compatible chat completions (OpenAI, DeepSeek, Ollama, vLLM,
+llama.cpp) and Anthropic messages.
+
+Every call asks for JSON and validates it against a small JSON schema. Timeouts are bounded;
+429, 5xx, timeouts and connection errors are retried with exponential backoff (``Retry-After``
+is honoured up to a cap); 401/402 are not retried. Token usage is counted per org and day
+(``LlmUsage``). The provider state (ok / degraded with the last error class / disabled) lives in
+Redis, so every web process and worker reports the same thing in ``/healthz``.
+
+Configuration: ``NYLON_LLM_URL`` / ``_PROVIDER`` / ``_MODEL`` / ``_KEY`` / ``_TIMEOUT_SECS`` /
+``_MAX_RETRIES``, overridable per org by ``Organization.settings["llm"]`` (same keys in lower case
+without the prefix: ``url``, ``provider``, ``model``, ``key``, ``timeout_secs``, ``max_retries``;
+``{"enabled": false}`` turns the LLM off for that org).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import time
+from dataclasses import dataclass, replace
+from datetime import date
+from email.utils import parsedate_to_datetime
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
+
+log = logging.getLogger("nylon.llm")
+
+PROVIDERS = ("openai", "anthropic")
+ANTHROPIC_VERSION = "2023-06-01"
+STATE_TTL = 7 * 86400
+
+
+# ---------------------------------------------------------------------------------------------
+# configuration
+
+
+@dataclass(frozen=True)
+class LlmConfig:
+    provider: str
+    url: str
+    model: str
+    key: str = ""
+    timeout_secs: float = 30.0
+    max_retries: int = 3
+    scope: str = "default"  # "default" (settings) or "org<id>" (per-org override)
+
+    @property
+    def endpoint(self) -> str:
+        base = self.url.rstrip("/")
+        tail = "/chat/completions" if self.provider == "openai" else "/messages"
+        if base.endswith(tail):
+            return base
+        if re.search(r"/v\d+$", base):
+            return base + tail
+        return base + "/v1" + tail
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).netloc or self.url
+
+
+def _default_config() -> LlmConfig | None:
+    url = (settings.NYLON_LLM_URL or "").strip()
+    if not url:
+        return None
+    provider = (settings.NYLON_LLM_PROVIDER or "openai").strip().lower()
+    return LlmConfig(provider=provider if provider in PROVIDERS else "openai", url=url,
+                     model=settings.NYLON_LLM_MODEL or "", key=settings.NYLON_LLM_KEY or "",
+                     timeout_secs=float(settings.NYLON_LLM_TIMEOUT_SECS),
+                     max_retries=int(settings.NYLON_LLM_MAX_RETRIES))
+
+
+def config_for(org=None) -> LlmConfig | None:
+    """The LLM an org uses, or None when it has none (heuristic fallbacks apply)."""
+    base = _default_config()
+    over = (getattr(org, "settings", None) or {}).get("llm") if org is not None else None
+    if not isinstance(over, dict) or not over:
+        return base
+    if over.get("enabled") is False:
+        return None
+    provider = str(over.get("provider") or (base.provider if base else "openai")).lower()
+    url = str(over.get("url") or (base.url if base else "")).strip()
+    if not url or provider not in PROVIDERS:
+        return None
+    cfg = base or LlmConfig(provider=provider, url=url, model="",
+                            timeout_secs=float(settings.NYLON_LLM_TIMEOUT_SECS),
+                            max_retries=int(settings.NYLON_LLM_MAX_RETRIES))
+    try:
+        return replace(
+            cfg, provider=provider, url=url, model=str(over.get("model", cfg.model if base else "")),
+            key=str(over.get("key", cfg.key if base else "")),
+            timeout_secs=max(0.1, min(float(over.get("timeout_secs", cfg.timeout_secs)), 300.0)),
+            max_retries=max(0, min(int(over.get("max_retries", cfg.max_retries)), 10)),
+            scope=f"org{org.pk}",
+        )
+    except (TypeError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# errors and state
+
+
+class LlmError(Exception):
+    """A failed LLM call. ``kind`` is the error class shown in the state."""
+
+    retryable_kinds = {"rate_limited", "server_error", "timeout", "connection", "malformed_json"}
+
+    def __init__(self, kind: str, message: str, *, http_status: int | None = None,
+                 retry_after: float | None = None):
+        super().__init__(f"{kind}: {message}"[:500])
+        self.kind, self.http_status, self.retry_after = kind, http_status, retry_after
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in self.retryable_kinds
+
+
+class LlmDisabled(Exception):
+    """No LLM is configured for this org."""
+
+
+def _state_key(scope: str) -> str:
+    # The database name keeps test runs and the dev instance apart on a shared Redis.
+    return f"llm-state:{connection.settings_dict.get('NAME')}:{scope}"
+
+
+def _cache():
+    from django.core.cache import cache
+
+    return cache
+
+
+def _write_state(cfg: LlmConfig, **fields) -> None:
+    try:
+        c = _cache()
+        key = _state_key(cfg.scope)
+        state = c.get(key) or {}
+        state.update(fields)
+        c.set(key, state, STATE_TTL)
+    except Exception as exc:  # state is best effort; Redis down must not break the caller
+        log.warning("llm state not recorded: %s", exc)
+
+
+def _mark_ok(cfg: LlmConfig) -> None:
+    _write_state(cfg, status="ok", last_ok_at=time.time(), detail="")
+
+
+def _mark_failed(cfg: LlmConfig, err: LlmError) -> None:
+    _write_state(cfg, status="degraded", last_error=err.kind, http_status=err.http_status,
+                 last_error_at=time.time(), detail=str(err)[:300])
+
+
+def llm_state(org=None) -> dict:
+    """{"status": ok|degraded|disabled|unknown, "provider", "model", "endpoint", "last_error", …}."""
+    cfg = config_for(org)
+    if cfg is None:
+        return {"status": "disabled", "detail": "no LLM configured: heuristic fallbacks in use"}
+    try:
+        state = _cache().get(_state_key(cfg.scope)) or {}
+    except Exception as exc:
+        state = {"status": "unknown", "detail": f"state unavailable: {exc}"[:300]}
+    out = {"status": "unknown", "detail": "not probed yet", "last_error": None}
+    out.update(state)
+    out.update(provider=cfg.provider, model=cfg.model, endpoint=cfg.host)
+    return out
+
+
+def reset_state(org=None) -> None:
+    cfg = config_for(org)
+    if cfg is not None:
+        try:
+            _cache().delete(_state_key(cfg.scope))
+        except Exception:
+            pass
+
+
+# ---------------------------------------------------------------------------------------------
+# usage
+
+
+def _record_usage(org_id: int | None, cfg: LlmConfig, *, prompt: int = 0, completion: int = 0,
+                  error: bool = False) -> None:
+    from .models import LlmUsage
+
+    key = {"org_id": org_id, "day": date.today(), "provider": cfg.provider, "model": cfg.model[:200]}
+    try:
+        with transaction.atomic():
+            if not LlmUsage.objects.filter(**key).exists():
+                try:
+                    with transaction.atomic():
+                        LlmUsage.objects.create(**key)
+                except IntegrityError:
+                    pass  # a concurrent writer created it
+            LlmUsage.objects.filter(**key).update(
+                calls=F("calls") + (0 if error else 1), errors=F("errors") + (1 if error else 0),
+                prompt_tokens=F("prompt_tokens") + prompt, completion_tokens=F("completion_tokens") + completion,
+            )
+    except Exception as exc:  # accounting must not fail the work it accounts for
+        log.warning("llm usage not recorded: %s", exc)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON schema (the small subset the prompts use)
+
+
+def validate(value, schema: dict, path: str = "$") -> None:
+    """Raise ValueError when ``value`` does not match ``schema`` (type, required, properties,
+    additionalProperties, items, enum, minItems, maxItems, minLength, maxLength, minimum, maximum)."""
+    types = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+    t = schema.get("type")
+    if t is not None:
+        allowed = t if isinstance(t, list) else [t]
+        ok = False
+        for name in allowed:
+            if name == "integer":
+                ok |= isinstance(value, int) and not isinstance(value, bool)
+            elif name == "number":
+                ok |= isinstance(value, int | float) and not isinstance(value, bool)
+            else:
+                ok |= isinstance(value, types[name])
+        if not ok:
+            raise ValueError(f"{path}: expected {t}, got {type(value).__name__}")
+    if "enum" in schema and value not in schema["enum"]:
+        raise ValueError(f"{path}: {value!r} not in {schema['enum']}")
+    if isinstance(value, dict):
+        for name in schema.get("required", []):
+            if name not in value:
+                raise ValueError(f"{path}: missing {name!r}")
+        props = schema.get("properties", {})
+        for name, sub in value.items():
+            if name in props:
+                validate(sub, props[name], f"{path}.{name}")
+            elif schema.get("additionalProperties") is False:
+                raise ValueError(f"{path}: unexpected {name!r}")
+    if isinstance(value, list):
+        if len(value) < schema.get("minItems", 0) or len(value) > schema.get("maxItems", 1 << 30):
+            raise ValueError(f"{path}: {len(value)} items out of bounds")
+        if "items" in schema:
+            for i, item in enumerate(value):
+                validate(item, schema["items"], f"{path}[{i}]")
+    if isinstance(value, str):
+        if len(value) < schema.get("minLength", 0) or len(value) > schema.get("maxLength", 1 << 30):
+            raise ValueError(f"{path}: string length out of bounds")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if value < schema.get("minimum", float("-inf")) or value > schema.get("maximum", float("inf")):
+            raise ValueError(f"{path}: {value} out of bounds")
+
+
+def parse_json_text(text: str) -> object:
+    """The JSON object in a model's answer (code fences and chatter around it are tolerated)."""
+    s = (text or "").strip()
+    fence = re.match(r"^```(?:json)?\s*(.*?)\s*```$", s, re.S)
+    if fence:
+        s = fence.group(1)
+    try:
+        return json.loads(s)
+    except ValueError:
+        pass
+    i, j = s.find("{"), s.rfind("}")
+    if i >= 0 and j > i:
+        try:
+            return json.loads(s[i:j + 1])
+        except ValueError:
+            pass
+    raise LlmError("malformed_json", f"answer is not JSON: {s[:120]!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the call
+
+
+def _sleep(secs: float) -> None:  # patched in tests
+    time.sleep(secs)
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    raw = resp.headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(raw).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _request(cfg: LlmConfig, system: str, user: str, max_tokens: int) -> tuple[dict, dict]:
+    if cfg.provider == "anthropic":
+        headers = {"x-api-key": cfg.key, "anthropic-version": ANTHROPIC_VERSION}
+        body = {"model": cfg.model or "claude-haiku-4-5", "max_tokens": max_tokens, "temperature": 0,
+                "system": system + "\nAnswer with one JSON object only, no prose.",
+                "messages": [{"role": "user", "content": user}]}
+    else:
+        headers = {"Authorization": f"Bearer {cfg.key}"} if cfg.key else {}
+        body = {"model": cfg.model or "default", "max_tokens": max_tokens, "temperature": 0,
+                "response_format": {"type": "json_object"},
+                "messages": [{"role": "system", "content": system + "\nAnswer with one JSON object only."},
+                             {"role": "user", "content": user}]}
+    return headers, body
+
+
+def _answer(cfg: LlmConfig, payload: dict) -> tuple[str, int, int, bool]:
+    """(text, prompt tokens, completion tokens, truncated) from a provider response body."""
+    if cfg.provider == "anthropic":
+        parts = [c.get("text", "") for c in payload.get("content") or [] if c.get("type") == "text"]
+        usage = payload.get("usage") or {}
+        return ("".join(parts), int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
+                payload.get("stop_reason") == "max_tokens")
+    choice = (payload.get("choices") or [{}])[0]
+    usage = payload.get("usage") or {}
+    return ((choice.get("message") or {}).get("content") or "", int(usage.get("prompt_tokens") or 0),
+            int(usage.get("completion_tokens") or 0), choice.get("finish_reason") == "length")
+
+
+def _once(cfg: LlmConfig, client: httpx.Client, system: str, user: str, schema: dict,
+          max_tokens: int) -> tuple[dict, int, int]:
+    headers, body = _request(cfg, system, user, max_tokens)
+    try:
+        resp = client.post(cfg.endpoint, json=body, headers=headers)
+    except httpx.TimeoutException as exc:
+        raise LlmError("timeout", f"no answer within {cfg.timeout_secs}s ({type(exc).__name__})") from exc
+    except httpx.HTTPError as exc:
+        raise LlmError("connection", f"{type(exc).__name__}: {exc}") from exc
+    code = resp.status_code
+    if code in (401, 403):
+        raise LlmError("unauthorized", f"HTTP {code}: key refused", http_status=code)
+    if code == 402:
+        raise LlmError("out_of_credit", "HTTP 402: payment required (out of credit)", http_status=code)
+    if code == 429:
+        raise LlmError("rate_limited", "HTTP 429: rate limited", http_status=code, retry_after=_retry_after(resp))
+    if code >= 500:
+        raise LlmError("server_error", f"HTTP {code}", http_status=code, retry_after=_retry_after(resp))
+    if code >= 400:
+        raise LlmError("bad_request", f"HTTP {code}: {resp.text[:200]}", http_status=code)
+    try:
+        payload = resp.json()
+    except ValueError as exc:
+        raise LlmError("malformed_json", "response body is not JSON", http_status=code) from exc
+    text, p_tok, c_tok, truncated = _answer(cfg, payload if isinstance(payload, dict) else {})
+    try:
+        data = parse_json_text(text)
+    except LlmError as exc:
+        if truncated:
+            exc.args = (f"malformed_json: answer truncated at max_tokens: {text[:80]!r}",)
+        raise
+    try:
+        validate(data, schema)
+    except ValueError as exc:
+        raise LlmError("malformed_json", f"answer does not match the schema: {exc}") from exc
+    return data, p_tok, c_tok
+
+
+def complete_json(*, org=None, system: str, user: str, schema: dict, max_tokens: int = 1024,
+                  cfg: LlmConfig | None = None) -> dict:
+    """Ask the org's LLM for a JSON object matching ``schema``; raise LlmDisabled or LlmError."""
+    cfg = cfg or config_for(org)
+    if cfg is None:
+        raise LlmDisabled("no LLM configured")
+    org_id = getattr(org, "pk", None)
+    timeout = httpx.Timeout(cfg.timeout_secs, connect=min(5.0, cfg.timeout_secs))
+    cap = float(settings.NYLON_LLM_RETRY_AFTER_MAX_SECS)
+    malformed_retries = 1
+    attempt = 0
+    with httpx.Client(timeout=timeout) as client:
+        while True:
+            try:
+                data, p_tok, c_tok = _once(cfg, client, system, user, schema, max_tokens)
+            except LlmError as err:
+                _record_usage(org_id, cfg, error=True)
+                retry = err.retryable and attempt < cfg.max_retries
+                if err.kind == "malformed_json":
+                    retry = retry and malformed_retries > 0
+                    malformed_retries -= 1
+                if retry:
+                    wait = min(8.0, 0.5 * 2 ** attempt) * (0.5 + random.random() / 2)
+                    if err.retry_after is not None:
+                        if err.retry_after > cap:
+                            retry = False  # the caller's own schedule retries much later
+                        wait = err.retry_after
+                if not retry:
+                    log.warning("llm %s failed: %s", cfg.host, err)
+                    _mark_failed(cfg, err)
+                    raise
+                attempt += 1
+                _sleep(wait)
+                continue
+            _record_usage(org_id, cfg, prompt=p_tok, completion=c_tok)
+            _mark_ok(cfg)
+            return data
+
+
+PROBE_SYSTEM = 'TASK: probe\nYou are a health check. Reply with the JSON object {"ok": true}.'
+PROBE_SCHEMA = {"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}
+
+
+def probe(org=None) -> dict:
+    """One tiny call; updates and returns the state."""
+    cfg = config_for(org)
+    if cfg is None:
+        return llm_state(org)
+    try:
+        complete_json(org=org, system=PROBE_SYSTEM, user='Reply {"ok": true}.', schema=PROBE_SCHEMA,
+                      max_tokens=64, cfg=replace(cfg, max_retries=min(cfg.max_retries, 1)))
+    except LlmError:
+        pass
+    return llm_state(org)

@@ -1,0 +1,423 @@
+"""Background memory work: session abstraction (leaves → atomic facts), idle reflection (facts →
+bridges) and the beat tick that drives both from durable state in Postgres.
+
+Idempotency: every write of a task happens in one transaction holding the session row lock, and
+re-checks there what is already written. Facts carry ``event_id = fact:<session>:<upto seq>:<i>``
+and bridges ``bridge:<session>:<i>`` (unique per owner), so a redelivered or concurrent task adds
+nothing twice. LLM calls and embeddings run before that transaction, never under a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import numpy as np
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from assets import audit
+from memory.embedding import get_embedder
+from memory.engine.weave import EDGE_WEIGHTS, weave_silks
+from memory.models import Edge, EdgeKind, MemorySession, Node, NodeKind, SourceKind, Visibility
+from nylon_project import events
+
+from . import heuristics, llm
+from .models import SessionWork
+
+log = logging.getLogger("nylon.reflection")
+
+TURNS_PER_CALL = 60
+MAX_BRIDGES = 3
+BRIDGE_DEDUP_COSINE = 0.9
+VISIBILITY_RANK = {Visibility.ORG: 0, Visibility.TEAM: 1, Visibility.PRIVATE: 2, Visibility.RESTRICTED: 3}
+
+ABSTRACT_SYSTEM = """TASK: abstract
+You distil a conversation into atomic facts for a long-term memory.
+Each fact is one short self-contained sentence in the third person: replace I/me/my with the
+speaker's name, resolve relative dates ("yesterday", "last week") to absolute dates using the
+turn's date, keep names, numbers and places exactly. Only what the conversation states: events,
+decisions, preferences, plans, attributes. No greetings, no speculation.
+source_turns lists the turn numbers (in brackets) each fact comes from.
+Output JSON: {"facts": [{"text": "...", "source_turns": [0]}]}"""
+
+ABSTRACT_SCHEMA = {
+    "type": "object", "required": ["facts"],
+    "properties": {"facts": {"type": "array", "maxItems": 300, "items": {
+        "type": "object", "required": ["text", "source_turns"],
+        "properties": {"text": {"type": "string", "minLength": 3, "maxLength": 1000},
+                       "source_turns": {"type": "array", "maxItems": 50, "items": {"type": "integer"}}}}}},
+}
+
+REFLECT_SYSTEM = """TASK: reflect
+You add neutral commonsense background knowledge that links the facts below, so that a later
+question can reach them. Write 1 to 3 general statements of world knowledge (not about the
+people, no judgement, no advice), each connected to at least one fact by its number.
+Avoid vacuous statements such as "people have preferences".
+Output JSON: {"bridges": [{"text": "...", "fact_ids": [123]}]}"""
+
+REFLECT_SCHEMA = {
+    "type": "object", "required": ["bridges"],
+    "properties": {"bridges": {"type": "array", "maxItems": 5, "items": {
+        "type": "object", "required": ["text", "fact_ids"],
+        "properties": {"text": {"type": "string", "minLength": 3, "maxLength": 500},
+                       "fact_ids": {"type": "array", "maxItems": 20, "items": {"type": "integer"}}}}}},
+}
+
+
+@dataclass
+class FactDraft:
+    text: str
+    sources: list[Node] = field(default_factory=list)
+
+
+def _owner_filter(obj) -> dict:
+    return {"owner_user_id": obj.owner_user_id, "owner_agent_id": obj.owner_agent_id}
+
+
+def _fail_session(session_id: int, error: str) -> None:
+    MemorySession.objects.filter(pk=session_id).exclude(abstraction_status=MemorySession.Status.DONE).update(
+        abstraction_status=MemorySession.Status.FAILED, abstraction_error=error[:2000])
+
+
+def _session_leaves(session: MemorySession) -> list[Node]:
+    return list(Node.objects.filter(org_id=session.org_id, session_key=session.key, kind=NodeKind.LEAF,
+                                    deleted_at__isnull=True, **_owner_filter(session)).order_by("seq", "id"))
+
+
+def work_for(session: MemorySession, *, lock: bool = False) -> SessionWork:
+    qs = SessionWork.objects.select_for_update() if lock else SessionWork.objects
+    work = qs.filter(session_id=session.pk).first()
+    if work is None:
+        SessionWork.objects.get_or_create(session_id=session.pk, defaults={"org_id": session.org_id})
+        work = qs.get(session_id=session.pk)
+    return work
+
+
+def _covered_seq(session: MemorySession) -> int:
+    """The highest leaf seq already abstracted."""
+    upto = SessionWork.objects.filter(session_id=session.pk).values_list("abstracted_upto", flat=True).first()
+    return -1 if upto is None else upto
+
+
+def _llm_facts(session: MemorySession, leaves: list[Node]) -> list[FactDraft]:
+    drafts: list[FactDraft] = []
+    for start in range(0, len(leaves), TURNS_PER_CALL):
+        chunk = leaves[start:start + TURNS_PER_CALL]
+        lines = [f"[{i}] {n.occurred_at.date().isoformat()} {n.speaker or 'someone'}: "
+                 f"{' '.join(n.text.split())[:2000]}" for i, n in enumerate(chunk)]
+        out = llm.complete_json(org=session.org, system=ABSTRACT_SYSTEM, user="\n".join(lines),
+                                schema=ABSTRACT_SCHEMA, max_tokens=4096)
+        for f in out["facts"]:
+            sources = [chunk[i] for i in dict.fromkeys(f["source_turns"]) if 0 <= i < len(chunk)]
+            text = " ".join(f["text"].split())
+            if sources and text:
+                drafts.append(FactDraft(text, sources))
+    return drafts
+
+
+def _heuristic_facts(leaves: list[Node]) -> list[FactDraft]:
+    drafts = []
+    for n in leaves:
+        text = heuristics.heuristic_fact(n.text, n.speaker, n.occurred_at)
+        if text:
+            drafts.append(FactDraft(text, [n]))
+    return drafts
+
+
+def _scope_of(nodes: list[Node]) -> tuple[str, int | None]:
+    """The most restrictive visibility among the sources (a fact never widens its leaves)."""
+    vis = max((n.visibility for n in nodes), key=lambda v: VISIBILITY_RANK.get(v, 3))
+    teams = {n.team_id for n in nodes}
+    if vis == Visibility.TEAM and len(teams) != 1:
+        return Visibility.PRIVATE, None
+    return vis, (teams.pop() if len(teams) == 1 else None)
+
+
+def abstract_session(*, session_id: int) -> dict:
+    """Distil the session's not-yet-abstracted leaves into facts. Idempotent per session."""
+    session = MemorySession.objects.select_related("org").filter(pk=session_id).first()
+    if session is None:
+        return {"status": "missing"}
+    if session.abstraction_status == MemorySession.Status.DONE:
+        return {"status": "done", "facts": 0, "noop": True}
+    covered = _covered_seq(session)
+    leaves = [n for n in _session_leaves(session) if n.seq > covered]
+    cfg = llm.config_for(session.org)
+    source = SourceKind.LLM if cfg is not None else SourceKind.HEURISTIC
+    try:
+        drafts = _llm_facts(session, leaves) if cfg is not None else _heuristic_facts(leaves)
+    except llm.LlmError as exc:
+        # Never write zero facts silently: the session is FAILED, visibly, and the beat retries it.
+        _fail_session(session.id, f"llm {exc.kind}: {exc}")
+        MemorySession.objects.filter(pk=session.id).update(abstraction_attempts=session.abstraction_attempts + 1)
+        log.warning("abstraction of session %s failed: %s", session.id, exc)
+        return {"status": "failed", "error": exc.kind}
+    vectors = get_embedder().passages([d.text for d in drafts]) if drafts else None
+    upto = max((n.seq for n in leaves), default=covered)
+    return _write_facts(session_id=session.id, drafts=drafts, vectors=vectors, source=source, upto=upto)
+
+
+@transaction.atomic
+def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: str, upto: int) -> dict:
+    session = MemorySession.objects.select_for_update().select_related("org").get(pk=session_id)
+    work = work_for(session, lock=True)
+    if session.abstraction_status == MemorySession.Status.DONE or work.abstracted_upto >= upto >= 0:
+        if session.abstraction_status != MemorySession.Status.DONE:  # re-marked, nothing new to do
+            MemorySession.objects.filter(pk=session.pk).update(abstraction_status=MemorySession.Status.DONE,
+                                                               abstraction_error="")
+        return {"status": "done", "facts": 0, "noop": True}  # another delivery got here first
+    now = timezone.now()
+    facts: list[Node] = []
+    for i, d in enumerate(drafts):
+        vis, team_id = _scope_of(d.sources)
+        occurred = max(n.occurred_at for n in d.sources)
+        silks = weave_silks(d.text, occurred_at=occurred)
+        vec = vectors[i] if vectors is not None else None
+        facts.append(Node(
+            org_id=session.org_id, **_owner_filter(session), team_id=team_id, visibility=vis,
+            kind=NodeKind.FACT, text=d.text, fact=d.text, speaker=d.sources[0].speaker,
+            entities=[e[:200] for e in silks.entities], tags=[t[:200] for t in silks.tags],
+            occurred_at=occurred, session_key=session.key, seq=max(n.seq for n in d.sources),
+            valid_from=occurred, time_refs=silks.time_refs, valence=silks.valence, intensity=silks.intensity,
+            source_kind=source, event_id=f"fact:{session.id}:{upto}:{i}",
+            source_node_ids=[n.id for n in d.sources],
+            metadata={"session_id": str(session.id), "upto_seq": upto,
+                      **({"time_terms": silks.time_terms} if silks.time_terms else {})},
+            tension_updated_at=now, embedding=vec, embedded=vec is not None,
+        ))
+    Node.objects.bulk_create(facts)
+    Edge.objects.bulk_create(
+        [Edge(org_id=session.org_id, src_id=leaf.id, dst_id=f.id, kind=EdgeKind.DERIVED,
+              weight=EDGE_WEIGHTS["derived"]) for f, d in zip(facts, drafts, strict=True) for leaf in d.sources],
+        ignore_conflicts=True,
+    )
+    session.abstraction_status = MemorySession.Status.DONE
+    session.abstraction_error = ""
+    session.abstraction_attempts += 1
+    session.save(update_fields=["abstraction_status", "abstraction_error", "abstraction_attempts"])
+    work.abstracted_upto = max(work.abstracted_upto, upto)
+    work.facts += len(facts)
+    work.save(update_fields=["abstracted_upto", "facts", "updated_at"])
+    audit.record(actor=None, org=session.org, action="memory.abstract", object_type="session",
+                 object_id=session.key, detail={"facts": len(facts), "source": source, "upto_seq": upto})
+    if facts:
+        events.publish(session.org_id, "memory.abstracted", {"session_key": session.key,
+                                                             "node_ids": [f.id for f in facts][:50]})
+        from . import hooks
+
+        hooks.on_commit_detect(session.org_id, [f.id for f in facts])
+    return {"status": "done", "facts": len(facts), "source": source}
+
+
+# --------------------------------------------------------------------------------------------
+# idle reflection
+
+
+_VACUOUS = ("people have", "people like", "people can", "everyone", "some people", "things", "it is what",
+            "life is", "humans have")
+
+
+def is_vacuous(text: str) -> bool:
+    words = text.split()
+    low = text.lower().strip(" .")
+    if len(words) < 6:
+        return True
+    return any(low.startswith(p) for p in _VACUOUS) and len(words) < 9
+
+
+def _session_facts(session: MemorySession) -> list[Node]:
+    return list(Node.objects.filter(org_id=session.org_id, kind=NodeKind.FACT, deleted_at__isnull=True,
+                                    metadata__session_id=str(session.id)).order_by("id"))
+
+
+def _reflection_outcome(session: MemorySession, status: str, detail: str, bridges: int = 0,
+                        driver: str | None = None) -> None:
+    work = work_for(session)
+    SessionWork.objects.filter(pk=work.pk).update(
+        reflection=status, reflection_detail=detail[:500], bridges=bridges,
+        reflection_attempts=work.reflection_attempts + 1, updated_at=timezone.now())
+    if driver is not None:
+        MemorySession.objects.filter(pk=session.pk).update(reflection_status=driver)
+
+
+def reflect_session(*, session_id: int) -> dict:
+    """Distil 1-3 commonsense bridges from a session's facts (LLM only). Idempotent per session."""
+    session = MemorySession.objects.select_related("org").filter(pk=session_id).first()
+    if session is None:
+        return {"status": "missing"}
+    if session.reflection_status == MemorySession.Status.DONE:
+        return {"status": "done", "noop": True}
+    S = MemorySession.Status
+    if llm.config_for(session.org) is None:
+        _reflection_outcome(session, SessionWork.Reflection.SKIPPED, "skipped: no LLM", driver=S.OPEN)
+        return {"status": "skipped", "detail": "skipped: no LLM"}
+    facts = _session_facts(session)
+    if not facts:
+        _reflection_outcome(session, SessionWork.Reflection.DONE, "no facts to reflect on", driver=S.DONE)
+        return {"status": "done", "bridges": 0}
+    lines = "\n".join(f"[{f.id}] {f.text}" for f in facts[:80])
+    try:
+        out = llm.complete_json(org=session.org, system=REFLECT_SYSTEM, user=lines, schema=REFLECT_SCHEMA,
+                                max_tokens=800)
+    except llm.LlmError as exc:
+        _reflection_outcome(session, SessionWork.Reflection.FAILED, f"llm {exc.kind}: {exc}", driver=S.FAILED)
+        return {"status": "failed", "error": exc.kind}
+    by_id = {f.id: f for f in facts}
+    drafts = []
+    for b in out["bridges"][:MAX_BRIDGES]:
+        text = " ".join(b["text"].split())
+        linked = [by_id[i] for i in dict.fromkeys(b["fact_ids"]) if i in by_id]
+        if linked and not is_vacuous(text):
+            drafts.append(FactDraft(text, linked))
+    vectors = get_embedder().passages([d.text for d in drafts]) if drafts else None
+    return _write_bridges(session_id=session.id, drafts=drafts, vectors=vectors)
+
+
+def _near_bridge(session: MemorySession, vec) -> bool:
+    with connection.cursor() as cur:
+        cur.execute(
+            """SELECT 1 - (embedding <=> %s::vector) FROM memory_node
+               WHERE org_id = %s AND kind = 'bridge' AND deleted_at IS NULL AND embedding IS NOT NULL
+                 AND owner_user_id IS NOT DISTINCT FROM %s AND owner_agent_id IS NOT DISTINCT FROM %s
+               ORDER BY embedding <=> %s::vector LIMIT 1""",
+            [_vec(vec), session.org_id, session.owner_user_id, session.owner_agent_id, _vec(vec)],
+        )
+        row = cur.fetchone()
+    return row is not None and row[0] >= BRIDGE_DEDUP_COSINE
+
+
+def _vec(v) -> str:
+    return "[" + ",".join(f"{x:.6f}" for x in v) + "]"
+
+
+@transaction.atomic
+def _write_bridges(*, session_id: int, drafts: list[FactDraft], vectors) -> dict:
+    session = MemorySession.objects.select_for_update().select_related("org").get(pk=session_id)
+    if session.reflection_status == MemorySession.Status.DONE:
+        return {"status": "done", "noop": True}
+    now = timezone.now()
+    made: list[tuple[Node, FactDraft]] = []
+    kept_vecs: list[np.ndarray] = []
+    for i, d in enumerate(drafts):
+        vec = vectors[i] if vectors is not None else None
+        if vec is not None:
+            if _near_bridge(session, vec) or any(float(np.dot(vec, k)) >= BRIDGE_DEDUP_COSINE for k in kept_vecs):
+                continue
+            kept_vecs.append(vec)
+        vis, team_id = _scope_of(d.sources)
+        silks = weave_silks(d.text, occurred_at=None)
+        node = Node(
+            org_id=session.org_id, **_owner_filter(session), team_id=team_id, visibility=vis,
+            kind=NodeKind.BRIDGE, text=d.text, fact=d.text, entities=[e[:200] for e in silks.entities],
+            tags=[t[:200] for t in silks.tags], occurred_at=max(n.occurred_at for n in d.sources),
+            session_key=session.key, source_kind=SourceKind.REFLECTION, event_id=f"bridge:{session.id}:{i}",
+            source_node_ids=[n.id for n in d.sources], metadata={"session_id": str(session.id)},
+            confidence=0.6, t0=0.6, lam=0.01, tension_updated_at=now, embedding=vec, embedded=vec is not None,
+        )
+        made.append((node, d))
+    Node.objects.bulk_create([n for n, _ in made])
+    Edge.objects.bulk_create(
+        [Edge(org_id=session.org_id, src_id=f.id, dst_id=n.id, kind=EdgeKind.BRIDGE, weight=0.8)
+         for n, d in made for f in d.sources], ignore_conflicts=True)
+    _reflection_outcome(session, SessionWork.Reflection.DONE, f"{len(made)} bridges", bridges=len(made),
+                        driver=MemorySession.Status.DONE)
+    audit.record(actor=None, org=session.org, action="memory.reflect", object_type="session",
+                 object_id=session.key, detail={"bridges": len(made), "proposed": len(drafts)})
+    return {"status": "done", "bridges": len(made)}
+
+
+# --------------------------------------------------------------------------------------------
+# the beat tick
+
+
+def _due(tried_at, now) -> bool:
+    return tried_at is None or (now - tried_at).total_seconds() >= settings.NYLON_ABSTRACTION_RETRY_SECS
+
+
+def _owner_wrote_since(cut, *, same_session: bool = False) -> Q:
+    """Sessions whose owner (or, with same_session, the session itself) got a leaf after ``cut``.
+    Owner columns are nullable, so user- and agent-owned sessions are matched separately."""
+    extra = {"session_key": OuterRef("key")} if same_session else {}
+    base = Node.objects.filter(org_id=OuterRef("org_id"), kind=NodeKind.LEAF, created_at__gt=cut, **extra)
+    return ((Q(owner_agent_id__isnull=False) & Exists(base.filter(owner_agent_id=OuterRef("owner_agent_id"))))
+            | (Q(owner_user_id__isnull=False) & Exists(base.filter(owner_user_id=OuterRef("owner_user_id")))))
+
+
+def tick(*, now=None) -> dict:
+    """End idle sessions, (re)enqueue pending or failed abstractions, start idle reflection.
+    Returns the session ids per task; enqueues them when NYLON_ENQUEUE_TASKS is on."""
+    S = MemorySession.Status
+    now = now or timezone.now()
+    idle_cut = now - timedelta(seconds=settings.NYLON_SESSION_IDLE_SECS)
+    ended = list(MemorySession.objects.filter(ended_at__isnull=True, last_turn_at__lt=idle_cut)
+                 .exclude(_owner_wrote_since(idle_cut, same_session=True)).values_list("id", flat=True)[:1000])
+    if ended:
+        MemorySession.objects.filter(id__in=ended, ended_at__isnull=True).update(
+            ended_at=now, abstraction_status=S.PENDING)
+    # Pending (perhaps never enqueued: broker down at commit) and failed sessions are retried once
+    # their last attempt is older than NYLON_ABSTRACTION_RETRY_SECS (durable clock in SessionWork).
+    tried = dict(SessionWork.objects.filter(session__abstraction_status__in=[S.PENDING, S.FAILED])
+                 .values_list("session_id", "abstraction_tried_at"))
+    abstract_ids = list(ended)
+    for sid in (MemorySession.objects.filter(abstraction_status__in=[S.PENDING, S.FAILED],
+                                             abstraction_attempts__lt=settings.NYLON_ABSTRACTION_MAX_ATTEMPTS)
+                .exclude(id__in=ended).values_list("id", flat=True)[:1000]):
+        if _due(tried.get(sid), now):
+            abstract_ids.append(sid)
+    _stamp(abstract_ids, "abstraction_tried_at", now)
+
+    reflect_cut = now - timedelta(seconds=settings.NYLON_REFLECT_IDLE_SECS)
+    candidates = list(MemorySession.objects.select_related("org")
+                      .filter(abstraction_status=S.DONE, reflection_status__in=[S.OPEN, S.FAILED, S.PENDING])
+                      .exclude(_owner_wrote_since(reflect_cut))[:1000])
+    works = {w.session_id: w for w in SessionWork.objects.filter(session__in=candidates)}
+    reflect_ids = []
+    for s in candidates:
+        w = works.get(s.id)
+        if llm.config_for(s.org) is None:
+            if w is None or w.reflection != SessionWork.Reflection.SKIPPED:
+                _reflection_outcome(s, SessionWork.Reflection.SKIPPED, "skipped: no LLM")
+            continue
+        if _due(w.reflection_tried_at if w else None, now):
+            reflect_ids.append(s.id)
+    _stamp(reflect_ids, "reflection_tried_at", now)
+    if reflect_ids:
+        MemorySession.objects.filter(id__in=reflect_ids).update(reflection_status=S.PENDING)
+    from . import hooks
+
+    hooks.enqueue_abstractions(abstract_ids)
+    hooks.enqueue_reflections(reflect_ids)
+    return {"ended": ended, "abstract": abstract_ids, "reflect": reflect_ids}
+
+
+def _stamp(session_ids: list[int], column: str, now) -> None:
+    if not session_ids:
+        return
+    have = set(SessionWork.objects.filter(session_id__in=session_ids).values_list("session_id", flat=True))
+    missing = MemorySession.objects.filter(id__in=set(session_ids) - have).values_list("id", "org_id")
+    SessionWork.objects.bulk_create([SessionWork(session_id=sid, org_id=oid) for sid, oid in missing],
+                                    ignore_conflicts=True)
+    SessionWork.objects.filter(session_id__in=session_ids).update(**{column: now})
+
+
+def status_for(*, actor) -> dict:
+    """The caller's own sessions: abstraction and reflection states, and recent failures."""
+    own = Q(owner_agent=actor.agent) if actor.agent is not None else Q(owner_user=actor.user)
+    qs = MemorySession.objects.filter(own, org=actor.org)
+    counts: dict[str, dict[str, int]] = {"abstraction": {}, "reflection": {}}
+    for a, r in qs.values_list("abstraction_status", "reflection_status"):
+        counts["abstraction"][a] = counts["abstraction"].get(a, 0) + 1
+        counts["reflection"][r] = counts["reflection"].get(r, 0) + 1
+    failed = [{"session_key": k, "error": e, "attempts": n} for k, e, n in
+              qs.filter(abstraction_status=MemorySession.Status.FAILED)
+              .values_list("key", "abstraction_error", "abstraction_attempts")[:20]]
+    skipped = list(SessionWork.objects.filter(session__in=qs)
+                   .exclude(reflection__in=[SessionWork.Reflection.DONE, SessionWork.Reflection.NONE])
+                   .values("session__key", "reflection", "reflection_detail")[:20])
+    return {"llm": llm.llm_state(actor.org), "sessions": counts, "failed": failed,
+            "reflection": [{"session_key": s["session__key"], "status": s["reflection"],
+                            "detail": s["reflection_detail"]} for s in skipped]}

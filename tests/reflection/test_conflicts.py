@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import pytest
+
+from assets.models import AuditEvent
+from memory.models import Edge, Node
+from reflection import conflicts
+from reflection.models import Conflict
+
+from .helpers import weave
+
+pytestmark = pytest.mark.django_db
+
+SAY = [{"speaker": "Ana", "text": "I eat spicy food.", "occurred_at": "2023-05-08T10:00:00Z"}]
+DENY = [{"speaker": "Ana", "text": "I don't eat spicy food.", "occurred_at": "2023-06-08T10:00:00Z"}]
+
+
+def two_statements(world, client_for, key=None, **extra):
+    c = client_for(key or world["a"].key)
+    first = weave(c, "s1", turns=SAY, end=False, **extra)["node_ids"][0]
+    second = weave(c, "s2", turns=DENY, end=False, **extra)["node_ids"][0]
+    return first, second
+
+
+def test_rule_detects_a_negation_flip(world, client_for, no_llm):
+    first, second = two_statements(world, client_for)
+    assert conflicts.detect(org_id=world["a"].org.id, node_ids=[second]) == 1
+    c = Conflict.objects.get()
+    assert (c.node_a_id, c.node_b_id) == (first, second) and c.detector == "rule" and c.status == "open"
+    assert "negation" in c.reason
+    assert Edge.objects.filter(src_id=first, dst_id=second, kind="contradicts").exists()
+    assert conflicts.detect(org_id=world["a"].org.id, node_ids=[second, first]) == 0  # idempotent
+
+
+def test_unrelated_or_other_owner_statements_are_not_conflicts(world, client_for, no_llm):
+    weave(client_for(world["a"].key), "s1", turns=SAY, end=False)
+    other = weave(client_for(world["a"].owner), "s2", turns=DENY, end=False)["node_ids"][0]  # another owner
+    same = weave(client_for(world["a"].key), "s3", end=False, turns=[
+        {"speaker": "Ana", "text": "I like long walks by the river.", "occurred_at": "2023-05-08T10:00:00Z"}])
+    assert conflicts.detect(org_id=world["a"].org.id, node_ids=[other, *same["node_ids"]]) == 0
+
+
+def test_llm_judge(world, client_for, llm):
+    first, second = two_statements(world, client_for)
+    assert conflicts.detect(org_id=world["a"].org.id, node_ids=[second]) == 1
+    c = Conflict.objects.get()
+    assert c.detector == "llm" and c.reason
+    if llm.scripted:
+        assert llm.server.requests[-1]["task"] == "conflict"
+
+
+def test_llm_outage_falls_back_to_rules(world, client_for, llm):
+    server = llm.need_script()
+    first, second = two_statements(world, client_for)
+    server.default = 503
+    assert conflicts.detect(org_id=world["a"].org.id, node_ids=[second]) == 1
+    assert Conflict.objects.get().detector == "rule"
+
+
+def test_list_is_org_scoped_and_visibility_filtered(world, client_for, no_llm):
+    first, second = two_statements(world, client_for)  # private to the agent
+    conflicts.detect(org_id=world["a"].org.id, node_ids=[second])
+    body = client_for(world["a"].key).get("/api/v1/conflicts").json()
+    assert [r["node_a"]["id"] for r in body["results"]] == [first]
+    assert client_for(world["a"].admin).get("/api/v1/conflicts").json()["results"] == []  # private nodes
+    assert client_for(world["b"].key).get("/api/v1/conflicts").json()["results"] == []
+    assert client_for(world["a"].key).get("/api/v1/conflicts?status=superseded").json()["results"] == []
+    assert client_for(world["a"].key).get("/api/v1/conflicts?status=nope").status_code == 400
+
+
+def test_resolve_supersede_keeps_everything(world, client_for, no_llm):
+    first, second = two_statements(world, client_for)
+    conflicts.detect(org_id=world["a"].org.id, node_ids=[second])
+    cid = Conflict.objects.get().id
+    c = client_for(world["a"].key)
+    url = f"/api/v1/conflicts/{cid}/resolve"
+    assert c.post(url, {"action": "supersede"}, format="json").status_code == 400  # keep needed
+    assert c.post(url, {"action": "supersede", "keep": 999999}, format="json").status_code == 400
+    assert c.post(url, {"action": "supersede", "keep": second, "x": 1}, format="json").status_code == 400
+    assert client_for(world["b"].key).post(url, {"action": "reject"}, format="json").status_code == 404
+    r = c.post(url, {"action": "supersede", "keep": second}, format="json")
+    assert r.status_code == 200, r.content
+    assert r.json()["status"] == "superseded" and r.json()["kept_node_id"] == second
+    assert r.json()["resolved_by"] == f"agent:{world['a'].agent.name}"
+    old = Node.objects.get(id=first)
+    assert old.valid_to is not None and old.deleted_at is None and Node.objects.get(id=second).valid_to is None
+    assert Edge.objects.filter(src_id=second, dst_id=first, kind="supersedes").exists()
+    assert AuditEvent.objects.filter(action="conflict.resolve", object_id=str(cid)).count() == 1
+    assert c.post(url, {"action": "keep_both"}, format="json").status_code == 400  # already resolved
+
+
+@pytest.mark.parametrize("action,status", [("keep_both", "kept_both"), ("reject", "rejected")])
+def test_resolve_keep_both_and_reject(world, client_for, no_llm, action, status):
+    first, second = two_statements(world, client_for)
+    conflicts.detect(org_id=world["a"].org.id, node_ids=[second])
+    cid = Conflict.objects.get().id
+    r = client_for(world["a"].key).post(f"/api/v1/conflicts/{cid}/resolve", {"action": action}, format="json")
+    assert r.status_code == 200 and r.json()["status"] == status
+    assert Node.objects.filter(id__in=[first, second], valid_to__isnull=True).count() == 2
+
+
+def test_only_the_owner_or_an_admin_supersedes_org_memories(world, client_for, no_llm):
+    first, second = two_statements(world, client_for, visibility="org")
+    conflicts.detect(org_id=world["a"].org.id, node_ids=[second])
+    cid = Conflict.objects.get().id
+    url = f"/api/v1/conflicts/{cid}/resolve"
+    assert client_for(world["a"].member).get("/api/v1/conflicts").json()["results"][0]["id"] == cid
+    r = client_for(world["a"].member).post(url, {"action": "supersede", "keep": second}, format="json")
+    assert r.status_code == 403
+    r = client_for(world["a"].admin).post(url, {"action": "supersede", "keep": second}, format="json")
+    assert r.status_code == 200
