@@ -1,0 +1,459 @@
+"""Assets REST API: assets (versions, lifecycle, promotion), ACL grants, agent bindings, the audit
+log and the agent context. Access to one object is decided by ``assets.access``."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+
+from memory.models import Visibility
+from nylon_project.api import Api, StrictSerializer
+from nylon_project.pagination import CursorPage
+from teams import access as team_access
+from teams.access import require_org_admin
+
+from . import access, services
+from .context import Budget, build_context, pick_language
+from .models import (
+    AccessGrant,
+    AgentBinding,
+    AssetKind,
+    AssetStatus,
+    AssetVersion,
+    AuditEvent,
+    BindingMode,
+    GranteeKind,
+    GrantTeamRole,
+    ObjectType,
+    Permission,
+)
+
+
+def paginate(view: Api, qs, serializer_cls, **kw):
+    paginator = CursorPage()
+    page = paginator.paginate_queryset(qs, view.request, view=view)
+    return paginator.get_paginated_response(serializer_cls(page, many=True, **kw).data)
+
+
+def _team(actor, team_id):
+    if team_id is None:
+        return None
+    try:
+        return team_access.access_team_by_id(actor, team_id, for_write=False)
+    except Http404:
+        raise serializers.ValidationError({"team_id": ["No such team."]}) from None
+
+
+class AssetOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField()
+    title = serializers.CharField()
+    summary = serializers.CharField()
+    body = serializers.CharField()
+    node_ids = serializers.ListField(child=serializers.IntegerField())
+    owner = serializers.SerializerMethodField()
+    team_id = serializers.IntegerField(allow_null=True)
+    visibility = serializers.CharField()
+    status = serializers.CharField()
+    version = serializers.IntegerField()
+    content_hash = serializers.CharField()
+    confidence = serializers.FloatField()
+    usage_count = serializers.IntegerField()
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    promotion = serializers.DictField()
+    approved_by_id = serializers.IntegerField(allow_null=True)
+    approved_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+    def get_owner(self, a) -> dict:
+        return {"kind": "agent", "id": a.owner_agent_id} if a.owner_agent_id else {"kind": "user",
+                                                                                  "id": a.owner_user_id}
+
+
+class AssetListCreateApi(Api):
+    class InputSerializer(StrictSerializer):
+        kind = serializers.ChoiceField(choices=AssetKind.choices)
+        title = serializers.CharField(max_length=200)
+        summary = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
+        body = serializers.CharField(max_length=100_000, required=False, allow_blank=True, default="",
+                                     trim_whitespace=False)
+        node_ids = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False,
+                                         default=list, max_length=1000)
+        visibility = serializers.ChoiceField(choices=Visibility.choices, default=Visibility.PRIVATE)
+        team_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
+        confidence = serializers.FloatField(min_value=0, max_value=1, default=1.0)
+
+    @extend_schema(responses=AssetOutput(many=True))
+    def get(self, request):
+        qs = access.readable_assets(request.actor)
+        for f, choices in (("kind", AssetKind.values), ("status", AssetStatus.values)):
+            v = request.query_params.get(f)
+            if v:
+                if v not in choices:
+                    raise serializers.ValidationError({f: ["Unknown value."]})
+                qs = qs.filter(**{f: v})
+        return paginate(self, qs, AssetOutput)
+
+    @extend_schema(request=InputSerializer, responses={201: AssetOutput})
+    def post(self, request):
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        d = dict(s.validated_data)
+        team = _team(request.actor, d.pop("team_id"))
+        asset = services.asset_create(actor=request.actor, team=team, request_id=self.request_id(), **d)
+        return Response(AssetOutput(asset).data, status=status.HTTP_201_CREATED)
+
+
+class AssetDetailApi(Api):
+    class UpdateInput(StrictSerializer):
+        expected_version = serializers.IntegerField(min_value=1)
+        title = serializers.CharField(max_length=200, required=False)
+        summary = serializers.CharField(max_length=300, required=False, allow_blank=True)
+        body = serializers.CharField(max_length=100_000, required=False, allow_blank=True, trim_whitespace=False)
+        node_ids = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False,
+                                         max_length=1000)
+        visibility = serializers.ChoiceField(choices=Visibility.choices, required=False)
+        confidence = serializers.FloatField(min_value=0, max_value=1, required=False)
+
+    @extend_schema(responses=AssetOutput)
+    def get(self, request, asset_id: int):
+        asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, request_id=self.request_id())
+        return Response(AssetOutput(asset).data)
+
+    @extend_schema(request=UpdateInput, responses=AssetOutput)
+    def patch(self, request, asset_id: int):
+        asset = access.access_asset_by_id(request.actor, asset_id, for_write=True, request_id=self.request_id())
+        s = self.UpdateInput(data=request.data)
+        s.is_valid(raise_exception=True)
+        d = dict(s.validated_data)
+        expected = d.pop("expected_version")
+        asset, _ = services.asset_update(actor=request.actor, asset=asset, data=d, expected_version=expected,
+                                         request_id=self.request_id())
+        return Response(AssetOutput(asset).data)
+
+
+class AssetVersionOutput(serializers.Serializer):
+    version = serializers.IntegerField()
+    title = serializers.CharField()
+    summary = serializers.CharField()
+    body = serializers.CharField()
+    node_ids = serializers.ListField(child=serializers.IntegerField())
+    content_hash = serializers.CharField()
+    author_label = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class AssetVersionListApi(Api):
+    @extend_schema(responses=AssetVersionOutput(many=True))
+    def get(self, request, asset_id: int):
+        asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, request_id=self.request_id())
+        rows = AssetVersion.objects.filter(org=request.actor.org, asset=asset).order_by("-version")
+        return Response({"results": AssetVersionOutput(rows, many=True).data})
+
+
+class AssetVersionDetailApi(Api):
+    @extend_schema(responses=AssetVersionOutput)
+    def get(self, request, asset_id: int, version: int):
+        asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, request_id=self.request_id())
+        row = AssetVersion.objects.filter(org=request.actor.org, asset=asset, version=version).first()
+        if row is None:
+            raise Http404
+        return Response(AssetVersionOutput(row).data)
+
+
+class AssetTransitionApi(Api):
+    class InputSerializer(StrictSerializer):
+        to = serializers.ChoiceField(choices=AssetStatus.choices)
+        expected_version = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+
+    @extend_schema(request=InputSerializer, responses=AssetOutput)
+    def post(self, request, asset_id: int):
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        d = s.validated_data
+        approving = d["to"] == AssetStatus.APPROVED
+        rejecting = d["to"] == AssetStatus.DRAFT
+        asset = access.access_asset_by_id(request.actor, asset_id, for_write=not (approving or rejecting),
+                                          for_approval=approving, request_id=self.request_id())
+        asset = services.asset_transition(actor=request.actor, asset=asset, to=d["to"],
+                                          expected_version=d["expected_version"], request_id=self.request_id())
+        return Response(AssetOutput(asset).data)
+
+
+class AssetPromoteApi(Api):
+    class InputSerializer(StrictSerializer):
+        visibility = serializers.ChoiceField(choices=[Visibility.TEAM, Visibility.ORG])
+        team_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
+        expected_version = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+
+    @extend_schema(request=InputSerializer, responses=AssetOutput)
+    def post(self, request, asset_id: int):
+        asset = access.access_asset_by_id(request.actor, asset_id, for_write=True, request_id=self.request_id())
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        d = s.validated_data
+        asset = services.asset_promote(actor=request.actor, asset=asset, visibility=d["visibility"],
+                                       team=_team(request.actor, d["team_id"]),
+                                       expected_version=d["expected_version"], request_id=self.request_id())
+        return Response(AssetOutput(asset).data)
+
+
+# --- ACL ---------------------------------------------------------------------------------------------
+
+
+class GrantOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    object_type = serializers.CharField()
+    object_id = serializers.IntegerField()
+    grantee_kind = serializers.CharField()
+    grantee_user_id = serializers.IntegerField(allow_null=True)
+    grantee_agent_id = serializers.IntegerField(allow_null=True)
+    grantee_team_id = serializers.IntegerField(allow_null=True)
+    grantee_team_role = serializers.CharField()
+    permission = serializers.CharField()
+    granted_by_id = serializers.IntegerField(allow_null=True)
+    granted_by_label = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class GrantListCreateApi(Api):
+    class InputSerializer(StrictSerializer):
+        object_type = serializers.ChoiceField(choices=ObjectType.choices)
+        object_id = serializers.IntegerField(min_value=1)
+        grantee_kind = serializers.ChoiceField(choices=GranteeKind.choices)
+        user_id = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+        agent_id = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+        team_id = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+        team_role = serializers.ChoiceField(choices=GrantTeamRole.choices, required=False, default="member")
+        permission = serializers.ChoiceField(choices=Permission.choices, default=Permission.READ)
+
+    class QueryInput(StrictSerializer):
+        object_type = serializers.ChoiceField(choices=ObjectType.choices)
+        object_id = serializers.IntegerField(min_value=1)
+        cursor = serializers.CharField(required=False)
+        limit = serializers.IntegerField(required=False)
+
+    @extend_schema(responses=GrantOutput(many=True))
+    def get(self, request):
+        q = self.QueryInput(data=request.query_params.dict())
+        q.is_valid(raise_exception=True)
+        d = q.validated_data
+        obj, _ = services.acl_object_for_admin(request.actor, d["object_type"], d["object_id"],
+                                               request_id=self.request_id())
+        qs = AccessGrant.objects.filter(org=request.actor.org, object_type=d["object_type"], object_id=obj.id)
+        return paginate(self, qs, GrantOutput)
+
+    @extend_schema(request=InputSerializer, responses={201: GrantOutput})
+    def post(self, request):
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        d = dict(s.validated_data)
+        obj, reason = services.acl_object_for_admin(request.actor, d["object_type"], d["object_id"],
+                                                    request_id=self.request_id())
+        d.pop("object_id")
+        grant = services.grant_create(actor=request.actor, obj=obj, reason=reason, request_id=self.request_id(),
+                                      **d)
+        return Response(GrantOutput(grant).data, status=status.HTTP_201_CREATED)
+
+
+class GrantDetailApi(Api):
+    @extend_schema(responses={204: None})
+    def delete(self, request, grant_id: int):
+        grant = services.grant_get_for_admin(request.actor, grant_id, request_id=self.request_id())
+        services.grant_revoke(actor=request.actor, grant=grant, request_id=self.request_id())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- bindings ----------------------------------------------------------------------------------------
+
+
+class BindingOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    agent_id = serializers.IntegerField()
+    asset_id = serializers.IntegerField()
+    asset_kind = serializers.CharField(source="asset.kind")
+    asset_title = serializers.CharField(source="asset.title")
+    mode = serializers.CharField()
+    priority = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+
+
+class AgentBindingListApi(Api):
+    class InputSerializer(StrictSerializer):
+        asset_id = serializers.IntegerField(min_value=1)
+        mode = serializers.ChoiceField(choices=BindingMode.choices, default=BindingMode.FULL)
+        priority = serializers.IntegerField(min_value=0, max_value=10_000, default=100)
+
+    @extend_schema(responses=BindingOutput(many=True))
+    def get(self, request, agent_id: int):
+        agent = team_access.access_agent_by_id(request.actor, agent_id, for_write=False)
+        if not (request.actor.agent is not None and request.actor.agent.id == agent.id):
+            services.require_binding_admin(request.actor, agent)
+        rows = (AgentBinding.objects.filter(org=request.actor.org, agent=agent).select_related("asset")
+                .order_by("priority", "asset_id"))
+        return Response({"results": BindingOutput(rows, many=True).data})
+
+    @extend_schema(request=InputSerializer, responses={201: BindingOutput})
+    def post(self, request, agent_id: int):
+        agent = team_access.access_agent_by_id(request.actor, agent_id, for_write=False)
+        services.require_binding_admin(request.actor, agent)
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        d = s.validated_data
+        try:
+            asset = access.access_asset_by_id(request.actor, d["asset_id"], for_write=False,
+                                              request_id=self.request_id())
+        except Http404:
+            raise serializers.ValidationError({"asset_id": ["No such asset."]}) from None
+        b = services.binding_set(actor=request.actor, agent=agent, asset=asset, mode=d["mode"],
+                                 priority=d["priority"], request_id=self.request_id())
+        return Response(BindingOutput(b).data, status=status.HTTP_201_CREATED)
+
+
+class AgentBindingDetailApi(Api):
+    @extend_schema(responses={204: None})
+    def delete(self, request, agent_id: int, binding_id: int):
+        agent = team_access.access_agent_by_id(request.actor, agent_id, for_write=False)
+        services.binding_remove(actor=request.actor, agent=agent, binding_id=binding_id,
+                                request_id=self.request_id())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- audit -------------------------------------------------------------------------------------------
+
+
+class AuditOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    actor_kind = serializers.CharField()
+    actor_id = serializers.IntegerField(allow_null=True)
+    actor_label = serializers.CharField()
+    action = serializers.CharField()
+    object_type = serializers.CharField()
+    object_id = serializers.CharField()
+    outcome = serializers.CharField()
+    reason = serializers.CharField()
+    detail = serializers.DictField()
+    request_id = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class AuditListApi(Api):
+    """Read-only, org admins only (agents are refused)."""
+
+    class QueryInput(StrictSerializer):
+        action = serializers.CharField(required=False, max_length=64)
+        actor = serializers.CharField(required=False, max_length=255, help_text="actor label, e.g. user:ana")
+        actor_kind = serializers.ChoiceField(choices=["user", "agent", "system"], required=False)
+        actor_id = serializers.IntegerField(required=False)
+        outcome = serializers.ChoiceField(choices=AuditEvent.Outcome.choices, required=False)
+        object_type = serializers.CharField(required=False, max_length=64)
+        object_id = serializers.CharField(required=False, max_length=64)
+        cursor = serializers.CharField(required=False)
+        limit = serializers.IntegerField(required=False)
+
+    @extend_schema(responses=AuditOutput(many=True))
+    def get(self, request):
+        if request.actor.agent is not None:
+            raise PermissionDenied("Agents may not read the audit log.")
+        require_org_admin(request.actor, action="reading the audit log")
+        q = self.QueryInput(data=request.query_params.dict())
+        q.is_valid(raise_exception=True)
+        d = q.validated_data
+        qs = AuditEvent.objects.filter(org=request.actor.org)
+        mapping = {"action": "action", "actor": "actor_label", "actor_kind": "actor_kind", "actor_id": "actor_id",
+                   "outcome": "outcome", "object_type": "object_type", "object_id": "object_id"}
+        for k, col in mapping.items():
+            if k in d:
+                qs = qs.filter(**{col: d[k]})
+        return paginate(self, qs, AuditOutput)
+
+
+# --- context -----------------------------------------------------------------------------------------
+
+
+class ContextApi(Api):
+    read_methods = ("POST",)  # building context reads memory; read-only keys may call it
+    class InputSerializer(StrictSerializer):
+        query = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="")
+        k = serializers.IntegerField(min_value=1, max_value=20, required=False, allow_null=True, default=None)
+        reinforce = serializers.BooleanField(default=True)
+        budget = serializers.DictField(child=serializers.IntegerField(min_value=1), required=False, default=dict)
+
+        def validate_budget(self, value):
+            unknown = set(value) - set(Budget.HARD)
+            if unknown:
+                raise serializers.ValidationError(f"Unknown budget keys: {sorted(unknown)}.")
+            return value
+
+    def _answer(self, request, data):
+        if request.actor.agent is None:
+            raise PermissionDenied("Context is assembled for agents: authenticate with an agent key.")
+        s = self.InputSerializer(data=data)
+        s.is_valid(raise_exception=True)
+        d = s.validated_data
+        result = build_context(actor=request.actor, query=d["query"],
+                               language=pick_language(request.headers.get("Accept-Language")),
+                               budget=Budget.with_overrides(d["budget"]), k=d["k"], reinforce=d["reinforce"])
+        resp = Response(result.as_dict())
+        resp["Content-Language"] = result.language
+        resp["Vary"] = "Accept-Language"
+        return resp
+
+    @extend_schema(responses=dict)
+    def get(self, request):
+        data = {k: v for k, v in request.query_params.items() if k in ("query", "k", "reinforce")}
+        return self._answer(request, data)
+
+    @extend_schema(request=InputSerializer, responses=dict)
+    def post(self, request):
+        return self._answer(request, request.data)
+
+
+# --- export / import ---------------------------------------------------------------------------------
+
+
+class ExportApi(Api):
+    """JSONL of the org's memory for org admins: exactly what the admin may read."""
+
+    @extend_schema(responses={200: str})
+    def get(self, request):
+        from django.http import StreamingHttpResponse
+
+        from . import audit
+        from .porting import export_lines
+
+        if request.actor.agent is not None:
+            raise PermissionDenied("Agents may not export the organisation's memory.")
+        require_org_admin(request.actor, action="export")
+        audit.record(actor=request.actor, action="org.export", object_type="org", object_id=request.actor.org.id,
+                     request_id=self.request_id())
+        lines = export_lines(request.actor.org, actor=request.actor)
+        resp = StreamingHttpResponse((line + "\n" for line in lines), content_type="application/x-ndjson")
+        resp["Content-Disposition"] = f'attachment; filename="{request.actor.org.slug}-memory.jsonl"'
+        return resp
+
+
+class ImportApi(Api):
+    class InputSerializer(StrictSerializer):
+        jsonl = serializers.CharField(trim_whitespace=False)
+
+    @extend_schema(request=InputSerializer, responses=dict)
+    def post(self, request):
+        import json
+
+        from .porting import import_lines
+
+        if request.actor.agent is not None:
+            raise PermissionDenied("Agents may not import into the organisation's memory.")
+        require_org_admin(request.actor, action="import")
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        try:
+            counts = import_lines(request.actor.org, s.validated_data["jsonl"].splitlines(), actor=request.actor)
+        except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
+            raise serializers.ValidationError({"jsonl": [str(exc)[:200]]}) from None
+        return Response(counts, status=status.HTTP_201_CREATED)

@@ -1,0 +1,236 @@
+"""Context for agents, ordered by stability (seed 001: the pyramid is a cache-stability hierarchy).
+
+1. the tool-use guide (in the caller's language) and the bound assets injected in full (L3
+   persona first, then other ``full`` bindings) — the stable prefix;
+2. the index of ``index`` bindings (L2 scenarios: title + one line; full text through a tool) —
+   still stable, so still in the prefix;
+3. only when a query is given, resonance hits (L0/L1) — volatile, so last.
+
+``stable_hash`` is the SHA-256 of the stable prefix: identical across calls while no bound asset
+changed, so a provider's prompt cache keeps hitting. Character budgets are on by default; every
+cut carries a marker and every dropped item is counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from teams.auth import Actor
+
+from . import access
+from .models import AgentBinding, AssetKind, AssetStatus, BindingMode
+
+MEMORY_CALL_BUDGET = 3
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_chars_per_asset: int = 4000
+    max_stable_chars: int = 16000
+    max_index_entries: int = 40
+    max_chars_per_index_line: int = 200
+    max_chars_per_memory: int = 600
+    max_recall_chars: int = 3000
+    max_recall_items: int = 5
+
+    HARD = {"max_chars_per_asset": 20000, "max_stable_chars": 60000, "max_index_entries": 200,
+            "max_chars_per_index_line": 1000, "max_chars_per_memory": 4000, "max_recall_chars": 20000,
+            "max_recall_items": 20}
+
+    @classmethod
+    def with_overrides(cls, overrides: dict | None) -> Budget:
+        vals = {}
+        for k, v in (overrides or {}).items():
+            if k in cls.HARD:
+                vals[k] = max(1, min(int(v), cls.HARD[k]))
+        return cls(**vals)
+
+
+GUIDES = {
+    "en": ("## Memory tools\n"
+           "- memory_resonate(query): search team memory (verbatim turns and distilled facts).\n"
+           "- memory_get(type, id): read one memory or asset in full — use it for scenario entries listed "
+           "in the index.\n"
+           "- memory_weave(text): save a new fact, decision or result.\n"
+           "### Call budget\n"
+           "Per conversation turn, call memory_resonate and memory_get at most {n} times combined. If {n} "
+           "searches find nothing, the information is not in memory: answer with what you have instead of "
+           "searching again."),
+    "fr": ("## Outils de mémoire\n"
+           "- memory_resonate(query) : cherche dans la mémoire de l'équipe (échanges verbatim et faits).\n"
+           "- memory_get(type, id) : lit un souvenir ou un actif en entier — à utiliser pour les scénarios "
+           "listés dans l'index.\n"
+           "- memory_weave(text) : enregistre un fait, une décision ou un résultat nouveau.\n"
+           "### Budget d'appels\n"
+           "À chaque tour de conversation, appelez memory_resonate et memory_get au plus {n} fois au total. "
+           "Si {n} recherches ne trouvent rien, l'information n'est pas en mémoire : répondez avec ce que "
+           "vous avez au lieu de chercher encore."),
+    "de": ("## Speicherwerkzeuge\n"
+           "- memory_resonate(query): durchsucht das Teamgedächtnis (wörtliche Beiträge und Fakten).\n"
+           "- memory_get(type, id): liest eine Erinnerung oder ein Asset vollständig — für die im Index "
+           "aufgeführten Szenarien.\n"
+           "- memory_weave(text): speichert eine neue Tatsache, Entscheidung oder ein Ergebnis.\n"
+           "### Aufrufbudget\n"
+           "Pro Gesprächsrunde memory_resonate und memory_get zusammen höchstens {n}-mal aufrufen. Finden "
+           "{n} Suchen nichts, steht die Information nicht im Gedächtnis: antworte mit dem, was du hast, "
+           "statt weiter zu suchen."),
+    "zh": ("## 记忆工具\n"
+           "- memory_resonate(query)：检索团队记忆（原始对话与提炼的事实）。\n"
+           "- memory_get(type, id)：完整读取一条记忆或一个资产——用于索引中列出的场景。\n"
+           "- memory_weave(text)：保存新的事实、决定或结果。\n"
+           "### 调用次数限制\n"
+           "每轮对话中，memory_resonate 和 memory_get 合计最多调用 {n} 次。如果 {n} 次检索都没有结果，"
+           "说明记忆中没有该信息：请直接根据已有信息回答，不要继续检索。"),
+    "es": ("## Herramientas de memoria\n"
+           "- memory_resonate(query): busca en la memoria del equipo (turnos literales y hechos).\n"
+           "- memory_get(type, id): lee un recuerdo o un activo completo — úsalo para los escenarios del "
+           "índice.\n"
+           "- memory_weave(text): guarda un hecho, una decisión o un resultado nuevo.\n"
+           "### Límite de llamadas\n"
+           "En cada turno, llama a memory_resonate y memory_get como máximo {n} veces en total. Si {n} "
+           "búsquedas no encuentran nada, la información no está en memoria: responde con lo que tienes."),
+}
+HEADINGS = {
+    "en": ("## Persona and standing knowledge", "## Scenario index (read one with memory_get)",
+           "## Recalled memories"),
+    "fr": ("## Persona et connaissances permanentes", "## Index des scénarios (lire avec memory_get)",
+           "## Souvenirs rappelés"),
+    "de": ("## Persona und festes Wissen", "## Szenario-Index (mit memory_get lesen)", "## Abgerufene Erinnerungen"),
+    "zh": ("## 人设与常驻知识", "## 场景索引（用 memory_get 读取）", "## 召回的记忆"),
+    "es": ("## Persona y conocimiento permanente", "## Índice de escenarios (leer con memory_get)",
+           "## Recuerdos recuperados"),
+}
+
+
+def pick_language(accept_language: str | None) -> str:
+    """The best supported language of an Accept-Language header; English by default."""
+    best, best_q = "en", -1.0
+    for i, part in enumerate((accept_language or "").split(",")):
+        tag, _, params = part.strip().partition(";")
+        primary = tag.strip().lower().split("-")[0]
+        q = 1.0
+        if params.strip().startswith("q="):
+            try:
+                q = float(params.strip()[2:])
+            except ValueError:
+                q = 0.0
+        q -= i * 1e-6  # earlier wins on ties
+        if primary in GUIDES and q > best_q and q > 0:
+            best, best_q = primary, q
+    return best
+
+
+def _cut(text: str, limit: int) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    return f"{text[:limit]}… [truncated {len(text) - limit} chars]", True
+
+
+@dataclass
+class ContextResult:
+    language: str
+    stable_text: str
+    stable_hash: str
+    dynamic_text: str
+    full: list[dict] = field(default_factory=list)
+    index: list[dict] = field(default_factory=list)
+    tools: list[dict] = field(default_factory=list)
+    recall: list[dict] = field(default_factory=list)
+    truncated: dict = field(default_factory=dict)
+    dropped: dict = field(default_factory=dict)
+    budget: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {
+            "language": self.language,
+            "stable_hash": self.stable_hash,
+            "stable": self.stable_text,
+            "dynamic": self.dynamic_text,
+            "context": self.stable_text + ("\n\n" + self.dynamic_text if self.dynamic_text else ""),
+            "persona": self.full, "scenario_index": self.index, "tool_assets": self.tools,
+            "recall": self.recall,
+            "truncated": self.truncated, "dropped": self.dropped, "budget": self.budget,
+            "memory_call_budget": MEMORY_CALL_BUDGET,
+        }
+
+
+def bound_assets(actor: Actor):
+    """(binding, asset) pairs the agent receives: approved, still visible to it, by priority."""
+    rows = (AgentBinding.objects.filter(org=actor.org, agent=actor.agent, asset__status=AssetStatus.APPROVED)
+            .select_related("asset").order_by("priority", "asset_id"))
+    return [(b, b.asset) for b in rows if access.agent_eligible(actor.agent, b.asset)]
+
+
+def build_context(*, actor: Actor, query: str = "", language: str = "en", budget: Budget | None = None,
+                  k: int | None = None, reinforce: bool = True) -> ContextResult:
+    from memory import selectors as memory_selectors
+    from memory import services as memory_services
+
+    from . import services
+
+    budget = budget or Budget()
+    heads = HEADINGS[language]
+    truncated = {"full": 0, "index": 0, "recall": 0}
+    dropped = {"full": 0, "index": 0, "recall": 0}
+    pairs = bound_assets(actor) if actor.agent is not None else []
+    full_pairs = sorted([p for p in pairs if p[0].mode == BindingMode.FULL],
+                        key=lambda p: (p[1].kind != AssetKind.PERSONA, p[0].priority, p[1].id))
+    index_pairs = [p for p in pairs if p[0].mode == BindingMode.INDEX]
+    tool_pairs = [p for p in pairs if p[0].mode == BindingMode.TOOL]
+
+    parts = [GUIDES[language].format(n=MEMORY_CALL_BUDGET)]
+    full, used = [], 0
+    for _b, a in full_pairs:
+        body, cut = _cut(a.body or "", budget.max_chars_per_asset)
+        block = f"### {a.title} ({a.kind})\n{body}"
+        if used + len(block) > budget.max_stable_chars:
+            dropped["full"] += 1
+            continue
+        truncated["full"] += int(cut)
+        used += len(block)
+        full.append({"asset_id": a.id, "kind": a.kind, "title": a.title, "version": a.version, "text": body,
+                     "truncated": cut})
+    if full:
+        parts.append(heads[0] + "\n" + "\n\n".join(f"### {x['title']} ({x['kind']})\n{x['text']}" for x in full))
+    index = []
+    for _b, a in index_pairs:
+        if len(index) >= budget.max_index_entries:
+            dropped["index"] += 1
+            continue
+        line, cut = _cut((a.summary or a.body.split("\n", 1)[0]).replace("\n", " "),
+                         budget.max_chars_per_index_line)
+        truncated["index"] += int(cut)
+        index.append({"asset_id": a.id, "kind": a.kind, "title": a.title, "line": line})
+    if index:
+        parts.append(heads[1] + "\n" + "\n".join(f"- [asset {x['asset_id']}] {x['title']}: {x['line']}"
+                                                  for x in index))
+    stable_text = "\n\n".join(parts)
+    stable_hash = hashlib.sha256(stable_text.encode()).hexdigest()
+    services.asset_record_use(asset_ids=[x["asset_id"] for x in full + index])
+
+    recall, dynamic_text = [], ""
+    if query.strip():
+        n = min(k or budget.max_recall_items, budget.max_recall_items)
+        out = memory_selectors.resonate_for(actor=actor, query=query, k=max(n * 2, n))
+        total = 0
+        for h in out.result.hits:
+            if len(recall) >= n:
+                dropped["recall"] += 1
+                continue
+            text, cut = _cut(h.text, budget.max_chars_per_memory)
+            if total + len(text) > budget.max_recall_chars:
+                dropped["recall"] += 1
+                continue
+            total += len(text)
+            truncated["recall"] += int(cut)
+            recall.append({"node_id": h.node_id, "score": round(h.score, 6), "text": text, "truncated": cut})
+        if reinforce and recall:
+            memory_services.record_recall(node_ids=[r["node_id"] for r in recall])
+        if recall:
+            dynamic_text = heads[2] + "\n" + "\n".join(f"- [memory {r['node_id']}] {r['text']}" for r in recall)
+    tools = [{"asset_id": a.id, "kind": a.kind, "title": a.title} for _, a in tool_pairs]
+    return ContextResult(language=language, stable_text=stable_text, stable_hash=stable_hash,
+                         dynamic_text=dynamic_text, full=full, index=index, tools=tools, recall=recall,
+                         truncated=truncated, dropped=dropped, budget=budget.__dict__ | {})
+

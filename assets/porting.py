@@ -1,0 +1,167 @@
+"""Export and import of an org's memory (nodes, edges, assets, asset versions) as JSONL.
+
+One JSON object per line, ``{"type": "header" | "node" | "edge" | "asset" | "asset_version", ...}``.
+Rows refer to each other by their ids in the source org and to people by portable names (username,
+agent name, team slug), so a file imports into any org: ids are remapped, owners are matched by
+name among the target org's members and agents, and a row whose owner (or team, for team rows)
+does not exist there is skipped and counted, never given to someone else.
+
+Through the API an org admin exports exactly what it may read (``visible_nodes`` and
+``readable_assets``): other people's private rows, restricted rows without a grant and team rows
+of teams it is not in stay out. The management
+commands run as the operator (no tenant actor) and export everything.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Iterator
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from memory.models import Edge, Node
+from teams.models import Agent, Membership, Organization, Team
+
+from . import audit
+from .models import Asset, AssetVersion
+
+FORMAT = "nylon-export"
+FORMAT_VERSION = 1
+_REF_FIELDS = {"id", "org", "owner_user", "owner_agent", "team", "source_user", "source_agent", "embedding",
+               "approved_by", "asset", "src", "dst", "search", "txid"}
+
+
+def _plain(v):
+    if isinstance(v, dt.datetime | dt.date):
+        return v.isoformat()
+    return v
+
+
+def _fields(obj) -> dict:
+    return {f.attname: _plain(getattr(obj, f.attname)) for f in obj._meta.concrete_fields
+            if f.name not in _REF_FIELDS}
+
+
+def _who(obj) -> dict:
+    return {"owner_user": obj.owner_user.username if obj.owner_user_id else None,
+            "owner_agent": obj.owner_agent.name if obj.owner_agent_id else None,
+            "team": obj.team.slug if obj.team_id else None}
+
+
+def export_lines(org: Organization, *, actor=None) -> Iterator[str]:
+    nodes = Node.objects.filter(org=org).select_related("owner_user", "owner_agent", "team").order_by("id")
+    assets = Asset.objects.filter(org=org).select_related("owner_user", "owner_agent", "team").order_by("id")
+    if actor is not None:  # exactly what the actor may read, by the one access rule
+        from memory.selectors import visible_nodes
+
+        from .access import readable_assets
+
+        nodes = nodes.filter(id__in=visible_nodes(actor=actor).values("id"))
+        assets = assets.filter(id__in=readable_assets(actor).values("id"))
+    yield json.dumps({"type": "header", "format": FORMAT, "version": FORMAT_VERSION, "org": org.slug,
+                      "exported_at": timezone.now().isoformat()})
+    node_ids = set()
+    for n in nodes.iterator(chunk_size=500):
+        node_ids.add(n.id)
+        row = {"type": "node", "id": n.id, **_who(n), **_fields(n),
+               "source_user": n.source_user.username if n.source_user_id else None,
+               "source_agent": n.source_agent.name if n.source_agent_id else None,
+               "embedding": [float(x) for x in n.embedding] if n.embedding is not None else None}
+        yield json.dumps(row, ensure_ascii=False)
+    for e in Edge.objects.filter(org=org).order_by("id").iterator(chunk_size=2000):
+        if e.src_id in node_ids and e.dst_id in node_ids:
+            yield json.dumps({"type": "edge", "src": e.src_id, "dst": e.dst_id, "kind": e.kind,
+                              "weight": e.weight})
+    for a in assets:
+        yield json.dumps({"type": "asset", "id": a.id, **_who(a), **_fields(a),
+                          "approved_by": a.approved_by.username if a.approved_by_id else None},
+                         ensure_ascii=False)
+        for v in AssetVersion.objects.filter(asset=a).order_by("version"):
+            yield json.dumps({"type": "asset_version", "asset": a.id, **_fields(v)}, ensure_ascii=False)
+
+
+@transaction.atomic
+def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict:
+    User = get_user_model()
+    users = {u.username: u for u in User.objects.filter(memberships__org=org)}
+    agents = {a.name: a for a in Agent.objects.filter(org=org)}
+    teams = {t.slug: t for t in Team.objects.filter(org=org)}
+    node_map: dict[int, int] = {}
+    asset_map: dict[int, Asset] = {}
+    counts = {"node": 0, "edge": 0, "asset": 0, "asset_version": 0, "skipped": 0}
+    header = None
+    pending_sources: list[tuple[Node, list[int]]] = []
+
+    def owner(row) -> dict | None:
+        if row.get("owner_agent"):
+            a = agents.get(row["owner_agent"])
+            return None if a is None else {"owner_agent": a, "owner_user": None}
+        u = users.get(row.get("owner_user") or "")
+        return None if u is None else {"owner_user": u, "owner_agent": None}
+
+    for raw in lines:
+        raw = raw.strip()
+        if not raw:
+            continue
+        row = json.loads(raw)
+        kind = row.pop("type", None)
+        if header is None:
+            if kind != "header" or row.get("format") != FORMAT or row.get("version") != FORMAT_VERSION:
+                raise ValueError("Not a Nylon export (format header missing or unsupported).")
+            header = row
+            continue
+        if kind in ("node", "asset"):
+            who = owner(row)
+            team = teams.get(row.get("team") or "")
+            if who is None or (row.get("team") and team is None):
+                counts["skipped"] += 1
+                continue
+            old_id = row.pop("id")
+            for k in ("owner_user", "owner_agent", "team"):
+                row.pop(k, None)
+            if kind == "node":
+                src_user, src_agent = row.pop("source_user", None), row.pop("source_agent", None)
+                sources = row.pop("source_node_ids", []) or []
+                n = Node(org=org, team=team, source_user=users.get(src_user or ""),
+                         source_agent=agents.get(src_agent or ""), **who, **row)
+                n.save()
+                node_map[old_id] = n.id
+                if sources:
+                    pending_sources.append((n, sources))
+            else:
+                approver = users.get(row.pop("approved_by", None) or "")
+                row["node_ids"] = [node_map[i] for i in row.get("node_ids", []) if i in node_map]
+                a = Asset.objects.create(org=org, team=team, approved_by=approver, **who, **row)
+                asset_map[old_id] = a
+            counts[kind] += 1
+        elif kind == "edge":
+            if row["src"] in node_map and row["dst"] in node_map:
+                Edge.objects.get_or_create(org=org, src_id=node_map[row["src"]], dst_id=node_map[row["dst"]],
+                                           kind=row["kind"], defaults={"weight": row["weight"]})
+                counts["edge"] += 1
+            else:
+                counts["skipped"] += 1
+        elif kind == "asset_version":
+            a = asset_map.get(row.pop("asset"))
+            if a is None:
+                counts["skipped"] += 1
+                continue
+            row["node_ids"] = [node_map[i] for i in row.get("node_ids", []) if i in node_map]
+            AssetVersion.objects.create(org=org, asset=a, **row)
+            counts["asset_version"] += 1
+        else:
+            raise ValueError(f"Unknown row type: {kind!r}.")
+    if header is None:
+        raise ValueError("Empty file.")
+    for n, sources in pending_sources:
+        Node.objects.filter(pk=n.pk).update(source_node_ids=[node_map[i] for i in sources if i in node_map])
+    audit.record(actor=actor, org=org, action="org.import", object_type="org", object_id=org.id,
+                 detail={"from": header.get("org"), **counts})
+    return counts
+
+
+def is_member(org: Organization, user) -> bool:
+    return Membership.objects.filter(org=org, user=user).exists()

@@ -1,0 +1,365 @@
+"""Writes for memory assets, their versions and lifecycle, ACL grants and agent bindings:
+keyword-only, atomic, audited. Access to the object itself is decided by ``assets.access``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from django.db import IntegrityError, transaction
+from django.http import Http404
+from django.utils import timezone
+from rest_framework.exceptions import PermissionDenied, ValidationError
+
+from memory.models import Node, Visibility
+from nylon_project.errors import Conflict
+from teams.auth import Actor
+from teams.models import Agent, Team
+
+from . import access, audit
+from .models import (
+    AccessGrant,
+    AgentBinding,
+    Asset,
+    AssetKind,
+    AssetStatus,
+    AssetVersion,
+    GranteeKind,
+    ObjectType,
+)
+
+CONTENT_FIELDS = ("title", "summary", "body", "node_ids")
+
+# The lifecycle. candidate → draft is a rejection (or the owner withdrawing the candidate).
+TRANSITIONS: dict[str, set[str]] = {
+    AssetStatus.DRAFT: {AssetStatus.CANDIDATE},
+    AssetStatus.CANDIDATE: {AssetStatus.APPROVED, AssetStatus.DRAFT},
+    AssetStatus.APPROVED: {AssetStatus.DEPRECATED},
+    AssetStatus.DEPRECATED: {AssetStatus.ARCHIVED},
+    AssetStatus.ARCHIVED: set(),
+}
+EDITABLE_STATUSES = {AssetStatus.DRAFT, AssetStatus.CANDIDATE, AssetStatus.APPROVED}
+
+
+def content_hash(*, title: str, summary: str, body: str, node_ids: list[int]) -> str:
+    doc = json.dumps({"title": title, "summary": summary, "body": body, "node_ids": list(node_ids)},
+                     sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(doc.encode()).hexdigest()
+
+
+def _asset_hash(a) -> str:
+    return content_hash(title=a.title, summary=a.summary, body=a.body, node_ids=a.node_ids)
+
+
+def _owner_fields(actor: Actor) -> dict:
+    if actor.agent is not None:
+        return {"owner_agent": actor.agent, "owner_user": None}
+    return {"owner_user": actor.user, "owner_agent": None}
+
+
+def _check_node_ids(actor: Actor, node_ids: list[int]) -> list[int]:
+    """A chat-memory asset may only reference nodes its writer can read (no leak by reference)."""
+    ids = list(dict.fromkeys(int(x) for x in node_ids))
+    nodes = Node.objects.filter(org=actor.org, id__in=ids, deleted_at__isnull=True)
+    readable = {n.id for n in nodes if access.node_readable(actor, n)}
+    missing = [i for i in ids if i not in readable]
+    if missing:
+        raise ValidationError({"node_ids": [f"No such memory: {missing[0]}."]})
+    return ids
+
+
+def _check_create_scope(actor: Actor, visibility: str, team: Team | None) -> None:
+    """Direct creation of a shared asset is for admins of that scope; everyone else creates a
+    personal asset and promotes it (candidate → approval)."""
+    if visibility == Visibility.TEAM:
+        if team is None:
+            raise ValidationError({"team_id": ["Team visibility needs a team."]})
+        if actor.agent is not None or not (team.id in actor.team_admin_ids
+                                           or (actor.is_org_admin and team.id in actor.team_ids)):
+            raise ValidationError({"visibility": ["Create a private asset and promote it to the team."]})
+    elif visibility == Visibility.ORG:
+        if not actor.is_org_admin:
+            raise ValidationError({"visibility": ["Create a private asset and promote it to the org."]})
+
+
+def _version_row(asset: Asset, actor: Actor) -> AssetVersion:
+    return AssetVersion.objects.create(
+        org=asset.org, asset=asset, version=asset.version, title=asset.title, summary=asset.summary,
+        body=asset.body, node_ids=asset.node_ids, content_hash=asset.content_hash,
+        author_label=actor.label[:255] if actor else "system",
+    )
+
+
+@transaction.atomic
+def asset_create(*, actor: Actor, kind: str, title: str, summary: str = "", body: str = "",
+                 node_ids: list[int] | None = None, visibility: str = Visibility.PRIVATE,
+                 team: Team | None = None, confidence: float = 1.0, request_id: str = "") -> Asset:
+    _check_create_scope(actor, visibility, team)
+    node_ids = _check_node_ids(actor, node_ids or []) if kind == AssetKind.CHAT_MEMORY else []
+    if kind == AssetKind.CHAT_MEMORY and not node_ids:
+        raise ValidationError({"node_ids": ["A chat-memory asset is a set of memories."]})
+    if team is None and actor.agent is not None and visibility != Visibility.PRIVATE:
+        team = actor.agent.team
+    asset = Asset(org=actor.org, kind=kind, title=title, summary=summary, body=body, node_ids=node_ids,
+                  visibility=visibility, team=team, confidence=confidence, **_owner_fields(actor))
+    asset.content_hash = _asset_hash(asset)
+    asset.save()
+    _version_row(asset, actor)
+    audit.record(actor=actor, action="asset.create", object_type="asset", object_id=asset.id,
+                 detail={"kind": kind, "visibility": visibility, "version": 1}, request_id=request_id)
+    return asset
+
+
+def _lock(asset: Asset, expected_version: int | None) -> Asset:
+    asset = Asset.objects.select_for_update().get(pk=asset.pk)
+    if expected_version is not None and expected_version != asset.version:
+        raise Conflict(f"Stale version: the asset is at version {asset.version}, you sent {expected_version}.")
+    return asset
+
+
+@transaction.atomic
+def asset_update(*, actor: Actor, asset: Asset, data: dict, expected_version: int,
+                 request_id: str = "") -> tuple[Asset, bool]:
+    """Returns (asset, created_a_version). Identical content creates no version (idempotent)."""
+    asset = _lock(asset, expected_version)
+    if asset.status not in EDITABLE_STATUSES:
+        raise ValidationError({"status": [f"A {asset.status} asset cannot be edited."]})
+    if "node_ids" in data:
+        if asset.kind != AssetKind.CHAT_MEMORY:
+            raise ValidationError({"node_ids": ["Only chat-memory assets hold memories."]})
+        data["node_ids"] = _check_node_ids(actor, data["node_ids"])
+    changed_meta = {}
+    if "visibility" in data and data["visibility"] != asset.visibility:
+        if data["visibility"] not in (Visibility.PRIVATE, Visibility.RESTRICTED):
+            raise ValidationError({"visibility": ["Widening goes through promotion (POST …/promote)."]})
+        if not access._owns(actor, asset):
+            raise PermissionDenied("Only the owner may change the visibility of an asset.")
+        changed_meta["visibility"] = [asset.visibility, data["visibility"]]
+        asset.visibility = data["visibility"]
+    if "confidence" in data and data["confidence"] != asset.confidence:
+        changed_meta["confidence"] = [asset.confidence, data["confidence"]]
+        asset.confidence = data["confidence"]
+    for f in CONTENT_FIELDS:
+        if f in data:
+            setattr(asset, f, data[f])
+    new_hash = _asset_hash(asset)
+    versioned = new_hash != asset.content_hash
+    if versioned:
+        asset.version += 1
+        asset.content_hash = new_hash
+    if versioned or changed_meta:
+        asset.save()
+        if versioned:
+            _version_row(asset, actor)
+        audit.record(actor=actor, action="asset.update", object_type="asset", object_id=asset.id,
+                     detail={"version": asset.version, "new_version": versioned, **changed_meta},
+                     request_id=request_id)
+    return asset, versioned
+
+
+@transaction.atomic
+def asset_promote(*, actor: Actor, asset: Asset, visibility: str, team: Team | None,
+                  expected_version: int | None = None, request_id: str = "") -> Asset:
+    """Personal → team/org: the asset becomes a candidate; an approver applies the promotion."""
+    asset = _lock(asset, expected_version)
+    if not access._owns(actor, asset):
+        raise PermissionDenied("Only the owner may propose a promotion.")
+    if asset.status != AssetStatus.DRAFT:
+        raise ValidationError({"status": [f"Only a draft can be promoted (this one is {asset.status})."]})
+    if visibility not in (Visibility.TEAM, Visibility.ORG):
+        raise ValidationError({"visibility": ["Promote to team or org."]})
+    if visibility == Visibility.TEAM:
+        team = team or asset.team or (actor.agent.team if actor.agent is not None else None)
+        if team is None:
+            raise ValidationError({"team_id": ["Team visibility needs a team."]})
+        member = (team.id == actor.agent.team_id) if actor.agent is not None else team.id in actor.team_ids
+        if not member:
+            raise ValidationError({"team_id": ["You are not a member of this team."]})
+    asset.promotion = {"visibility": visibility, "team_id": team.id if team else None,
+                       "requested_by": actor.label, "requested_at": timezone.now().isoformat()}
+    asset.status = AssetStatus.CANDIDATE
+    asset.save()
+    audit.record(actor=actor, action="asset.promote", object_type="asset", object_id=asset.id,
+                 detail={"to": visibility, "team_id": asset.promotion["team_id"]}, request_id=request_id)
+    return asset
+
+
+@transaction.atomic
+def asset_transition(*, actor: Actor, asset: Asset, to: str, expected_version: int | None = None,
+                     request_id: str = "") -> Asset:
+    asset = _lock(asset, expected_version)
+    if to not in TRANSITIONS.get(asset.status, set()):
+        raise ValidationError({"to": [f"Illegal transition {asset.status} → {to}."]})
+    frm = asset.status
+    detail: dict = {"from": frm, "to": to}
+    if to == AssetStatus.APPROVED:
+        ok, reason = access.can_approve(actor, asset)
+        if not ok:
+            raise PermissionDenied("Only a team admin of the target team or an org admin may approve this asset.")
+        if asset.promotion:
+            detail["promotion"] = asset.promotion
+            asset.visibility = asset.promotion["visibility"]
+            if asset.promotion.get("team_id"):
+                asset.team_id = asset.promotion["team_id"]
+            asset.promotion = {}
+        asset.approved_by = actor.user
+        asset.approved_at = timezone.now()
+        detail["approver"] = actor.label
+    elif frm == AssetStatus.CANDIDATE and to == AssetStatus.DRAFT:
+        if not (access._owns(actor, asset) or access.can_approve(actor, asset)[0]):
+            raise PermissionDenied("Only the owner or an approver may send a candidate back to draft.")
+        if asset.promotion:
+            detail["rejected_promotion"] = asset.promotion
+            asset.promotion = {}
+    else:
+        ok, _ = access._writable(actor, asset, ObjectType.ASSET)
+        if not ok:
+            raise PermissionDenied("You may not change the lifecycle of this asset.")
+    asset.status = to
+    asset.save()
+    audit.record(actor=actor, action="asset.transition", object_type="asset", object_id=asset.id,
+                 detail=detail, request_id=request_id)
+    return asset
+
+
+def asset_record_use(*, asset_ids: list[int]) -> None:
+    if asset_ids:
+        from django.db.models import F
+
+        Asset.objects.filter(id__in=asset_ids).update(usage_count=F("usage_count") + 1,
+                                                      last_used_at=timezone.now())
+
+
+# --- ACL ---------------------------------------------------------------------------------------------
+
+
+def _acl_object(actor: Actor, object_type: str, object_id: int):
+    model = Node if object_type == ObjectType.NODE else Asset
+    qs = model.objects.filter(org=actor.org, id=object_id)
+    if model is Node:
+        qs = qs.filter(deleted_at__isnull=True)
+    return qs.first()
+
+
+def acl_object_for_admin(actor: Actor, object_type: str, object_id: int, *, request_id: str = ""):
+    """Who administers an ACL: the object's owner, or an org admin (who may grant itself access).
+    A private object of someone else is not found, for admins too; non-restricted objects have
+    no ACL (400)."""
+    obj = _acl_object(actor, object_type, object_id)
+    owner = obj is not None and access._owns(actor, obj)
+    if obj is None or (obj.visibility == Visibility.PRIVATE and not owner):
+        access._deny(actor, object_type=f"{object_type}_acl", object_id=object_id, for_write=True,
+                     reason="not_found" if obj is None else "visibility_private", request_id=request_id,
+                     not_found=True)
+    if not (owner or actor.is_org_admin):
+        readable = access._visible(actor, obj, object_type)[0]
+        access._deny(actor, object_type=f"{object_type}_acl", object_id=object_id, for_write=True,
+                     reason="not_owner_or_org_admin", request_id=request_id, not_found=not readable,
+                     message="Only the owner or an org admin may manage this ACL.")
+    if obj.visibility != Visibility.RESTRICTED:
+        raise ValidationError({"object_id": ["Only restricted objects have an access list."]})
+    return obj, ("owner" if owner else "org_admin")
+
+
+@transaction.atomic
+def grant_create(*, actor: Actor, obj, object_type: str, reason: str, grantee_kind: str, user_id=None,
+                 agent_id=None, team_id=None, team_role: str = "", permission: str = "read",
+                 request_id: str = "") -> AccessGrant:
+    """``obj`` and ``reason`` come from ``acl_object_for_admin`` (called outside the transaction so
+    a denial's audit entry survives the rollback)."""
+    fields = {"grantee_user": None, "grantee_agent": None, "grantee_team": None, "grantee_team_role": ""}
+    from teams.models import Membership
+
+    if grantee_kind == GranteeKind.USER:
+        m = Membership.objects.filter(org=actor.org, user_id=user_id).select_related("user").first()
+        if m is None:
+            raise ValidationError({"user_id": ["Not a member of this organisation."]})
+        fields["grantee_user"] = m.user
+    elif grantee_kind == GranteeKind.AGENT:
+        agent = Agent.objects.filter(org=actor.org, id=agent_id).first()
+        if agent is None:
+            raise ValidationError({"agent_id": ["No such agent."]})
+        fields["grantee_agent"] = agent
+    else:
+        team = Team.objects.filter(org=actor.org, id=team_id).first()
+        if team is None:
+            raise ValidationError({"team_id": ["No such team."]})
+        if team_role not in ("member", "admin"):
+            raise ValidationError({"team_role": ["member or admin."]})
+        fields["grantee_team"], fields["grantee_team_role"] = team, team_role
+    self_grant = (grantee_kind == GranteeKind.USER and actor.user is not None and fields["grantee_user"].id
+                  == actor.user.id) or (grantee_kind == GranteeKind.AGENT and actor.agent is not None
+                                        and fields["grantee_agent"].id == actor.agent.id)
+    try:
+        with transaction.atomic():
+            grant = AccessGrant.objects.create(
+                org=actor.org, object_type=object_type, object_id=obj.id, grantee_kind=grantee_kind,
+                permission=permission, granted_by=actor.user, granted_by_label=actor.label[:255], **fields,
+            )
+    except IntegrityError:
+        raise ValidationError({"grantee": ["This grantee already has a grant; revoke it first."]}) from None
+    audit.record(actor=actor, action="acl.grant", object_type=object_type, object_id=obj.id,
+                 reason=reason, detail={"grant_id": grant.id, "grantee": grant_label(grant),
+                                        "permission": permission, "self_grant": bool(self_grant)},
+                 request_id=request_id)
+    return grant
+
+
+def grant_label(g: AccessGrant) -> str:
+    if g.grantee_kind == GranteeKind.USER:
+        return f"user:{g.grantee_user_id}"
+    if g.grantee_kind == GranteeKind.AGENT:
+        return f"agent:{g.grantee_agent_id}"
+    return f"team:{g.grantee_team_id}:{g.grantee_team_role}"
+
+
+def grant_get_for_admin(actor: Actor, grant_id: int, *, request_id: str = "") -> AccessGrant:
+    grant = AccessGrant.objects.filter(org=actor.org, id=grant_id).first()
+    if grant is None:
+        raise Http404
+    acl_object_for_admin(actor, grant.object_type, grant.object_id, request_id=request_id)
+    return grant
+
+
+@transaction.atomic
+def grant_revoke(*, actor: Actor, grant: AccessGrant, request_id: str = "") -> None:
+    audit.record(actor=actor, action="acl.revoke", object_type=grant.object_type, object_id=grant.object_id,
+                 detail={"grant_id": grant.id, "grantee": grant_label(grant)}, request_id=request_id)
+    grant.delete()
+
+
+# --- bindings ----------------------------------------------------------------------------------------
+
+
+def require_binding_admin(actor: Actor, agent: Agent) -> None:
+    if actor.agent is not None or not (actor.is_org_admin or (agent.team_id and agent.team_id
+                                                               in actor.team_admin_ids)):
+        raise PermissionDenied("Only org admins or admins of the agent's team manage its bindings.")
+
+
+@transaction.atomic
+def binding_set(*, actor: Actor, agent: Agent, asset: Asset, mode: str, priority: int,
+                request_id: str = "") -> AgentBinding:
+    require_binding_admin(actor, agent)
+    if not access.agent_eligible(agent, asset):
+        raise ValidationError({"asset_id": ["This agent may not read this asset (bindings never widen "
+                                            "visibility)."]})
+    binding, created = AgentBinding.objects.update_or_create(
+        agent=agent, asset=asset, defaults={"org": actor.org, "mode": mode, "priority": priority,
+                                            "created_by": actor.user},
+    )
+    audit.record(actor=actor, action="binding.set", object_type="agent", object_id=agent.id,
+                 detail={"asset_id": asset.id, "mode": mode, "priority": priority, "created": created},
+                 request_id=request_id)
+    return binding
+
+
+@transaction.atomic
+def binding_remove(*, actor: Actor, agent: Agent, binding_id: int, request_id: str = "") -> None:
+    require_binding_admin(actor, agent)
+    binding = AgentBinding.objects.filter(org=actor.org, agent=agent, id=binding_id).first()
+    if binding is None:
+        raise Http404
+    audit.record(actor=actor, action="binding.remove", object_type="agent", object_id=agent.id,
+                 detail={"asset_id": binding.asset_id}, request_id=request_id)
+    binding.delete()

@@ -1,0 +1,101 @@
+"""Export/import of an org's memory as JSONL: commands round-trip; API for org admins only."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+
+from assets.models import Asset, AssetVersion
+from memory.models import Edge, Node
+from teams.models import Agent, Membership, Organization, Role, Team
+
+from .helpers import create_asset, weave
+
+pytestmark = pytest.mark.django_db
+
+
+def _populate(world, client_for):
+    a = world["a"]
+    weave(client_for(a.member), "I keep my notes in Obsidian.", session="m1")
+    weave(client_for(a.member), "Obsidian sync costs eight dollars.", session="m1")
+    weave(client_for(a.key), "The Orion deal closes in June.", visibility="org", session="b1")
+    weave(client_for(a.key), "Orion legal review is on Tuesday.", visibility="team", session="b1")
+    asset = create_asset(client_for(a.member), kind="skill", title="Deploy", body="v1")
+    client_for(a.member).patch(f"/api/v1/assets/{asset['id']}", {"expected_version": 1, "body": "v2"},
+                               format="json")
+    create_asset(client_for(a.admin), kind="persona", visibility="org", title="Tone", body="terse")
+
+
+def _snapshot(org) -> dict:
+    texts = dict(Node.objects.filter(org=org).values_list("id", "text"))
+    nodes = sorted((n.text, n.visibility, n.kind, n.owner_user.username if n.owner_user_id else None,
+                    n.owner_agent.name if n.owner_agent_id else None, n.team.slug if n.team_id else None,
+                    n.session_key, n.seq, n.occurred_at, n.embedded,
+                    None if n.embedding is None else round(float(sum(n.embedding)), 4))
+                   for n in Node.objects.filter(org=org).select_related("owner_user", "owner_agent", "team"))
+    edges = sorted((texts[e.src_id], texts[e.dst_id], e.kind, e.weight) for e in Edge.objects.filter(org=org))
+    assets = sorted((x.kind, x.title, x.body, x.version, x.status, x.visibility, x.content_hash,
+                     tuple((v.version, v.body, v.content_hash) for v in x.versions.order_by("version")))
+                    for x in Asset.objects.filter(org=org))
+    return {"nodes": nodes, "edges": edges, "assets": assets}
+
+
+def _twin_org(world) -> Organization:
+    a = world["a"]
+    gamma = Organization.objects.create(name="Gamma", slug="gamma")
+    for u, role in ((a.owner, Role.OWNER), (a.admin, Role.ADMIN), (a.member, Role.MEMBER)):
+        Membership.objects.create(org=gamma, user=u, role=role)
+    team = Team.objects.create(org=gamma, name="core", slug="core")
+    Agent.objects.create(org=gamma, name=a.agent.name, team=team)
+    return gamma
+
+
+def test_commands_round_trip(world, client_for, tmp_path):
+    _populate(world, client_for)
+    out = tmp_path / "alpha.jsonl"
+    call_command("export_memory", "--org", "alpha", "--out", str(out))
+    lines = out.read_text().splitlines()
+    assert json.loads(lines[0])["type"] == "header"
+    assert {json.loads(x)["type"] for x in lines[1:]} == {"node", "edge", "asset", "asset_version"}
+    gamma = _twin_org(world)
+    call_command("import_memory", "--org", "gamma", str(out))
+    assert _snapshot(gamma) == _snapshot(world["a"].org)
+    assert AssetVersion.objects.filter(org=gamma).count() == 3
+
+
+def test_rows_whose_owner_is_missing_are_skipped_not_reassigned(world, client_for, tmp_path):
+    _populate(world, client_for)
+    out = tmp_path / "alpha.jsonl"
+    call_command("export_memory", "--org", "alpha", "--out", str(out))
+    beta = world["b"].org  # nobody of alpha is in beta
+    from assets.porting import import_lines
+
+    counts = import_lines(beta, out.read_text().splitlines())
+    assert counts["node"] == 0 and counts["asset"] == 0 and counts["skipped"] > 0
+    assert Node.objects.filter(org=beta).count() == 0
+
+
+def test_api_export_is_for_org_admins_and_keeps_others_private_rows_out(world, client_for):
+    a = world["a"]
+    _populate(world, client_for)
+    for who in (a.member, a.key, world["outsider"]):
+        assert client_for(who).get("/api/v1/export").status_code == 403
+    r = client_for(a.admin).get("/api/v1/export")
+    assert r.status_code == 200 and r["Content-Type"] == "application/x-ndjson"
+    rows = [json.loads(x) for x in b"".join(r.streaming_content).decode().splitlines()]
+    texts = {x.get("text") for x in rows if x["type"] == "node"}
+    assert texts == {"The Orion deal closes in June."}  # not the member's private or the team's rows
+    assert {x["title"] for x in rows if x["type"] == "asset"} == {"Tone"}
+    # import through the API into another org whose admin is also alpha's admin
+    gamma = _twin_org(world)
+    jsonl = "\n".join(json.dumps(x) for x in rows)
+    c = client_for(a.admin)
+    assert client_for(a.member).post("/api/v1/import", {"jsonl": jsonl}, format="json",
+                                     HTTP_X_NYLON_ORG="gamma").status_code == 403
+    r = c.post("/api/v1/import", {"jsonl": jsonl}, format="json", HTTP_X_NYLON_ORG="gamma")
+    assert r.status_code == 201 and r.json()["node"] == 1 and r.json()["asset"] == 1
+    assert Node.objects.filter(org=gamma).count() == 1
+    assert c.post("/api/v1/import", {"jsonl": "{\"type\": \"node\"}"}, format="json",
+                  HTTP_X_NYLON_ORG="gamma").status_code == 400

@@ -1,0 +1,139 @@
+"""MCP tools through the official SDK client, against the stdio server (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import anyio
+import pytest
+from django.db import connection
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from assets.models import AuditEvent
+from nylon_project import embedded
+
+from .helpers import approve, create_asset
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _params(key: str) -> StdioServerParameters:
+    env = dict(os.environ)
+    env["DATABASE_URL"] = embedded.url_with_database(os.environ["DATABASE_URL"], connection.settings_dict["NAME"])
+    return StdioServerParameters(command=sys.executable, args=["manage.py", "mcp_stdio", "--key", key],
+                                 env=env, cwd=ROOT)
+
+
+def _data(result) -> dict:
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        return result.structured_content.get("result", result.structured_content)
+    return json.loads(result.content[0].text)
+
+
+async def _session(key: str, script):
+    async with stdio_client(_params(key)) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            return await script(session)
+
+
+def test_tools_over_stdio(world, client_for):
+    a = world["a"]
+    admin = client_for(a.admin)
+    persona = create_asset(admin, kind="persona", visibility="org", title="Tone", body="Be terse.")
+    admin.post(f"/api/v1/assets/{persona['id']}/transition", {"to": "candidate"}, format="json")
+    approve(admin, persona["id"])
+    admin.post(f"/api/v1/agents/{a.agent.id}/bindings", {"asset_id": persona["id"]}, format="json")
+    private_asset = create_asset(client_for(a.member), title="Member only")
+
+    async def script(s):
+        names = {t.name for t in (await s.list_tools()).tools}
+        assert names >= {"memory_weave", "memory_resonate", "memory_context", "memory_get"}
+        w = _data(await s.call_tool("memory_weave", {"text": "The Alfama venue is booked for March 14.",
+                                                     "visibility": "org"}))
+        nid = w["node_ids"][0]
+        hits = _data(await s.call_tool("memory_resonate", {"query": "When is the Alfama venue booked?"}))["hits"]
+        ctx = _data(await s.call_tool("memory_context", {"query": "Alfama venue", "language": "fr"}))
+        node = _data(await s.call_tool("memory_get", {"type": "node", "id": nid}))
+        asset = _data(await s.call_tool("memory_get", {"type": "asset", "id": persona["id"]}))
+        denied = await s.call_tool("memory_get", {"type": "asset", "id": private_asset["id"]})
+        return nid, hits, ctx, node, asset, denied
+
+    nid, hits, ctx, node, asset, denied = anyio.run(_session, a.key, script)
+    assert hits[0]["node_id"] == nid
+    assert "Be terse." in ctx["stable"] and "au plus 3 fois" in ctx["stable"] and ctx["recall"][0]["node_id"] == nid
+    assert node["id"] == nid and asset["title"] == "Tone"
+    assert denied.is_error and "Not found" in denied.content[0].text
+    assert AuditEvent.objects.filter(org=a.org, action="asset.read", outcome="denied", request_id="mcp",
+                                     actor_kind="agent").count() == 1
+    # The other org's agent sees none of it through the same tools.
+    other = anyio.run(_session, world["b"].key,
+                      lambda s: s.call_tool("memory_get", {"type": "node", "id": nid}))
+    assert other.is_error
+
+
+def test_bad_key_refuses_to_start(world):
+    import subprocess
+
+    p = _params("nyl_bad_key")
+    r = subprocess.run([p.command, *p.args], env=p.env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "agent key" in r.stderr
+
+
+def test_tools_over_streamable_http_in_the_asgi_app(world, client_for):
+    """uvicorn serves nylon_project.asgi: /mcp is MCP (agent key header), the rest is still Django."""
+    import socket
+    import subprocess
+    import time
+
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    a = world["a"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = _params(a.key).env
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "nylon_project.asgi:application", "--port", str(port),
+                             "--lifespan", "on"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                if httpx2.get(f"{base}/healthz", timeout=2).status_code in (200, 503):
+                    break
+            except Exception:  # noqa: BLE001 - still starting
+                time.sleep(0.3)
+        r = httpx2.get(f"{base}/api/v1/org", headers={"Authorization": f"Bearer {a.key}"}, timeout=10)
+        assert r.status_code == 200 and r.json()["slug"] == "alpha"  # Django still answers
+
+        async def run(key):
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
+                async with streamable_http_client(f"{base}/mcp", http_client=http) as (read, write, *_):
+                    async with ClientSession(read, write) as session:
+                        await session.initialize()
+                        w = await session.call_tool("memory_weave", {"text": "HTTP note about the Orion deal."})
+                        got = await session.call_tool("memory_get", {"type": "node", "id": _data(w)["node_ids"][0]})
+                        return _data(w), _data(got)
+
+        w, got = anyio.run(run, a.key)
+        assert got["id"] == w["node_ids"][0] and got["owner"] == {"kind": "agent", "id": a.agent.id}
+
+        async def bad():
+            async with httpx2.AsyncClient(headers={"Authorization": "Bearer nyl_x_y"}, timeout=30) as http:
+                async with streamable_http_client(f"{base}/mcp", http_client=http) as (read, write, *_):
+                    async with ClientSession(read, write) as session:
+                        await session.initialize()
+                        return await session.call_tool("memory_resonate", {"query": "Orion"})
+
+        assert anyio.run(bad).is_error
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
