@@ -10,10 +10,12 @@ from teams.models import Organization
 
 @database_sync_to_async
 def _org_for(user, slug: str | None) -> int | None:
+    """The console's org (frontend.console.console_actor): the session's org while the user is
+    still a member of it, else their first org; None for a user in no org."""
     orgs = Organization.objects.filter(memberships__user=user)
-    if slug:
-        orgs = orgs.filter(slug=slug)
-    org = orgs.order_by("id").first()
+    org = orgs.filter(slug=slug).first() if slug else None
+    if org is None:
+        org = orgs.order_by("id").first()
     return org.id if org else None
 
 

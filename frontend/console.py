@@ -1,0 +1,86 @@
+"""The console's request plumbing: session user → org → ``Actor``, the same ``Actor`` the API
+builds (``teams.auth.actor_for_user``), and the same access modules decide every action.
+
+``console_view`` is the one decorator of every console page: login required, an org membership
+required (an outsider gets a 403 page with no data), and the access errors raised by
+``teams.access`` / ``assets.access`` / the services mapped to 403/404 pages or form errors.
+"""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth.views import redirect_to_login
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from rest_framework import exceptions as drf
+
+from teams.auth import Actor, actor_for_user
+from teams.models import Organization
+
+
+def user_orgs(user):
+    return Organization.objects.filter(memberships__user=user).order_by("name", "id")
+
+
+def console_actor(request) -> Actor | None:
+    """The org is ``session["org_slug"]`` when the user is still a member of it, else their first
+    org (by id, like ``teams.auth.NylonAuthentication``)."""
+    user = request.user
+    slug = request.session.get("org_slug")
+    orgs = Organization.objects.filter(memberships__user=user)
+    org = orgs.filter(slug=slug).first() if slug else None
+    if org is None:
+        if slug:
+            request.session.pop("org_slug", None)
+        org = orgs.order_by("id").first()
+    return actor_for_user(user, org) if org is not None else None
+
+
+def is_htmx(request) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def error_text(detail) -> str:
+    """Flattens a DRF ValidationError detail into one readable line."""
+    if isinstance(detail, dict):
+        return "; ".join(f"{k}: {error_text(v)}" if k != "non_field_errors" else error_text(v)
+                         for k, v in detail.items())
+    if isinstance(detail, list | tuple):
+        return " ".join(error_text(x) for x in detail)
+    return str(detail)
+
+
+def console_view(fn):
+    @wraps(fn)
+    def wrapper(request, *args, **kwargs):
+        if not request.user.is_authenticated or not request.user.is_active:
+            if is_htmx(request):
+                resp = render(request, "frontend/partials/error.html",
+                              {"message": _("Your session has ended. Please sign in again.")}, status=401)
+                resp["HX-Redirect"] = "/login/"
+                return resp
+            return redirect_to_login(request.get_full_path())
+        actor = console_actor(request)
+        if actor is None:
+            return render(request, "frontend/no_org.html", status=403)
+        request.actor = actor
+        request.org = actor.org
+        try:
+            return fn(request, *args, **kwargs)
+        except drf.NotFound:
+            raise Http404 from None
+        except drf.PermissionDenied as exc:
+            return render(request, "frontend/forbidden.html", {"message": str(exc.detail)}, status=403)
+        except drf.ValidationError as exc:
+            # Services validate too (the last line of defence); show it on the page it came from.
+            messages.error(request, error_text(exc.detail))
+            return redirect(request.get_full_path())
+
+    return wrapper
+
+
+def request_id(request) -> str:
+    return getattr(request, "request_id", "")

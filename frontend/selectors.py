@@ -1,0 +1,292 @@
+"""Console reads. Every memory read starts from ``memory.selectors.visible_nodes`` (the SQL twin of
+the engine mask), every tenancy read from ``teams.selectors``: the console never widens what the
+API would show the same actor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.contrib.auth import get_user_model
+from django.db.models import BooleanField, Count, Q, QuerySet
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import TruncHour
+from django.utils import timezone
+
+from memory.models import Edge, EdgeKind, Node
+from memory.selectors import visible_nodes
+from teams.auth import Actor
+from teams.models import Agent, Team
+
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
+GRAPH_MAX_NODES = 150
+GRAPH_MAX_EDGES_PER_HOP = 2000
+DRAWER_MAX_EDGES = 100
+
+# Columns a listing needs: never the 384-float embedding, never the whole row.
+LIST_COLUMNS = ("id", "kind", "text", "speaker", "visibility", "team_id", "owner_user_id", "owner_agent_id",
+                "occurred_at", "created_at", "session_key", "source_kind")
+
+EDGE_COLORS = {
+    EdgeKind.TEMPORAL_NEXT: "#64748b",
+    EdgeKind.SAME_SESSION: "#94a3b8",
+    EdgeKind.ENTITY: "#2563eb",
+    EdgeKind.SIMILAR: "#16a34a",
+    EdgeKind.DERIVED: "#9333ea",
+    EdgeKind.BRIDGE: "#ea580c",
+    EdgeKind.CONTRADICTS: "#dc2626",
+    EdgeKind.SUPERSEDES: "#b45309",
+    EdgeKind.EXPLICIT: "#0891b2",
+}
+
+
+# --- memory browser -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeFilters:
+    owner: str = ""  # "", "me", "user:<id>", "agent:<id>"
+    team_id: int | None = None
+    kind: str = ""
+    visibility: str = ""
+    q: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+def filtered_nodes(*, actor: Actor, f: NodeFilters) -> QuerySet[Node]:
+    qs = visible_nodes(actor=actor)
+    if f.owner == "me":
+        qs = qs.filter(owner_user=actor.user) if actor.user is not None else qs.filter(owner_agent=actor.agent)
+    elif f.owner.startswith("user:"):
+        qs = qs.filter(owner_user_id=int(f.owner[5:]))
+    elif f.owner.startswith("agent:"):
+        qs = qs.filter(owner_agent_id=int(f.owner[6:]))
+    if f.team_id is not None:
+        qs = qs.filter(team_id=f.team_id)
+    if f.kind:
+        qs = qs.filter(kind=f.kind)
+    if f.visibility:
+        qs = qs.filter(visibility=f.visibility)
+    if f.since is not None:
+        qs = qs.filter(occurred_at__gte=f.since)
+    if f.until is not None:
+        qs = qs.filter(occurred_at__lt=f.until)
+    if f.q:
+        # The generated tsvector column (GIN-indexed, see memory migration 0003).
+        qs = qs.filter(RawSQL("memory_node.search @@ websearch_to_tsquery('english', %s)", (f.q,),
+                              output_field=BooleanField()))
+    return qs
+
+
+@dataclass
+class Page:
+    rows: list
+    next_after: int | None
+
+
+def node_page(*, actor: Actor, f: NodeFilters, after: int | None, limit: int = PAGE_SIZE) -> Page:
+    """Keyset pagination on id (newest first): one indexed range scan of ``limit + 1`` rows."""
+    limit = max(1, min(limit, MAX_PAGE_SIZE))
+    qs = filtered_nodes(actor=actor, f=f)
+    if after is not None:
+        qs = qs.filter(id__lt=after)
+    rows = list(qs.only(*LIST_COLUMNS).order_by("-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    attach_owner_labels(actor=actor, nodes=rows)
+    return Page(rows=rows, next_after=rows[-1].id if more and rows else None)
+
+
+def attach_owner_labels(*, actor: Actor, nodes) -> None:
+    """Sets ``owner_label`` and ``team_label`` on each node with two small queries."""
+    user_ids = {n.owner_user_id for n in nodes if n.owner_user_id}
+    agent_ids = {n.owner_agent_id for n in nodes if n.owner_agent_id}
+    team_ids = {n.team_id for n in nodes if n.team_id}
+    users = dict(get_user_model().objects.filter(id__in=user_ids, memberships__org=actor.org)
+                 .values_list("id", "username")) if user_ids else {}
+    agents = dict(Agent.objects.filter(org=actor.org, id__in=agent_ids).values_list("id", "name")) if agent_ids else {}
+    teams = dict(Team.objects.filter(org=actor.org, id__in=team_ids).values_list("id", "name")) if team_ids else {}
+    for n in nodes:
+        if n.owner_agent_id:
+            n.owner_label = f"agent:{agents.get(n.owner_agent_id, n.owner_agent_id)}"
+        else:
+            n.owner_label = f"user:{users.get(n.owner_user_id, n.owner_user_id)}"
+        n.team_label = teams.get(n.team_id, "") if n.team_id else ""
+
+
+def owner_choices(*, actor: Actor) -> list[tuple[str, str]]:
+    users = get_user_model().objects.filter(memberships__org=actor.org).order_by("username")
+    agents = Agent.objects.filter(org=actor.org).order_by("name")
+    return ([(f"user:{u.id}", f"user:{u.username}") for u in users.only("id", "username")]
+            + [(f"agent:{a.id}", f"agent:{a.name}") for a in agents.only("id", "name")])
+
+
+def nodes_by_ids(*, actor: Actor, ids: list[int]) -> list[Node]:
+    """The visible subset of ``ids`` (live feed, lineage, resonate paths), newest first."""
+    rows = list(visible_nodes(actor=actor).filter(id__in=ids[:200]).only(*LIST_COLUMNS).order_by("-id"))
+    attach_owner_labels(actor=actor, nodes=rows)
+    return rows
+
+
+# --- node drawer ----------------------------------------------------------------------------------
+
+
+@dataclass
+class EdgeRow:
+    id: int
+    kind: str
+    weight: float
+    direction: str  # "out" | "in"
+    other_id: int
+    other_text: str
+    color: str
+
+
+def node_edges(*, actor: Actor, node: Node) -> tuple[list[EdgeRow], int]:
+    """Edges of a node whose other end the actor may see; and how many were hidden."""
+    edges = list(
+        Edge.objects.filter(org=actor.org).filter(Q(src_id=node.id) | Q(dst_id=node.id))
+        .order_by("-weight", "id").values("id", "src_id", "dst_id", "kind", "weight")[: DRAWER_MAX_EDGES * 2]
+    )
+    others = {e["dst_id"] if e["src_id"] == node.id else e["src_id"] for e in edges}
+    texts = dict(visible_nodes(actor=actor).filter(id__in=others).values_list("id", "text"))
+    rows, hidden = [], 0
+    for e in edges:
+        out = e["src_id"] == node.id
+        other = e["dst_id"] if out else e["src_id"]
+        if other not in texts:
+            hidden += 1
+            continue
+        rows.append(EdgeRow(id=e["id"], kind=e["kind"], weight=e["weight"], direction="out" if out else "in",
+                            other_id=other, other_text=texts[other][:140], color=EDGE_COLORS.get(e["kind"], "#888")))
+    return rows[:DRAWER_MAX_EDGES], hidden
+
+
+def lineage(*, actor: Actor, node: Node, edges: list[EdgeRow]) -> dict:
+    """Provenance: the nodes this one was derived from, and the nodes derived from it."""
+    sources = nodes_by_ids(actor=actor, ids=list(node.source_node_ids or []))
+    derived_from = [e for e in edges if e.kind == EdgeKind.DERIVED and e.direction == "in"]
+    derived_into = [e for e in edges if e.kind == EdgeKind.DERIVED and e.direction == "out"]
+    return {"sources": sources, "hidden_sources": len(node.source_node_ids or []) - len(sources),
+            "derived_from": derived_from, "derived_into": derived_into}
+
+
+# --- graph ----------------------------------------------------------------------------------------
+
+
+def neighbourhood(*, actor: Actor, node: Node, depth: int = 1) -> dict:
+    """Nodes within ``depth`` hops that the actor may see, and the edges between them.
+
+    Never steps through a hidden node (mirrors the engine's diffusion rule)."""
+    visible = visible_nodes(actor=actor)
+    ids = {node.id}
+    frontier = {node.id}
+    edges: dict[int, dict] = {}
+    for _ in range(max(1, min(depth, 3))):
+        if not frontier or len(ids) >= GRAPH_MAX_NODES:
+            break
+        hop = list(Edge.objects.filter(org=actor.org).filter(Q(src_id__in=frontier) | Q(dst_id__in=frontier))
+                   .order_by("-weight").values("id", "src_id", "dst_id", "kind", "weight")[:GRAPH_MAX_EDGES_PER_HOP])
+        candidates = {x for e in hop for x in (e["src_id"], e["dst_id"])} - ids
+        allowed = set(visible.filter(id__in=candidates).values_list("id", flat=True)) if candidates else set()
+        new = set()
+        for e in hop:
+            a, b = e["src_id"], e["dst_id"]
+            for x in (a, b):
+                if x in allowed and x not in ids and len(ids) + len(new) < GRAPH_MAX_NODES:
+                    new.add(x)
+        ids |= new
+        for e in hop:
+            if e["src_id"] in ids and e["dst_id"] in ids:
+                edges[e["id"]] = e
+        frontier = new
+    rows = list(visible.filter(id__in=ids).values("id", "kind", "text", "visibility"))
+    return {
+        "center": node.id,
+        "nodes": [{"id": r["id"], "label": _short(r["text"], 40), "title": _short(r["text"], 300),
+                   "kind": r["kind"], "visibility": r["visibility"]} for r in rows],
+        "edges": [{"id": e["id"], "from": e["src_id"], "to": e["dst_id"], "kind": e["kind"],
+                   "weight": round(e["weight"], 3), "color": EDGE_COLORS.get(e["kind"], "#888")}
+                  for e in edges.values()],
+        "legend": {k: v for k, v in EDGE_COLORS.items()},
+    }
+
+
+def _short(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+# --- dashboard ------------------------------------------------------------------------------------
+
+
+def dashboard_counts(*, actor: Actor) -> dict:
+    visible = visible_nodes(actor=actor)
+    node_counts = dict(visible.order_by().values_list("kind").annotate(n=Count("id")).values_list("kind", "n"))
+    vis_ids = visible.values("id")
+    edge_counts = dict(
+        Edge.objects.filter(org=actor.org, src_id__in=vis_ids, dst_id__in=vis_ids).order_by()
+        .values_list("kind").annotate(n=Count("id")).values_list("kind", "n")
+    )
+    return {"nodes": sorted(node_counts.items()), "edges": sorted(edge_counts.items()),
+            "node_total": sum(node_counts.values()), "edge_total": sum(edge_counts.values())}
+
+
+def writes_per_hour(*, actor: Actor, hours: int = 24, now: datetime | None = None) -> list[tuple[datetime, int]]:
+    """Nodes written per hour over the last ``hours`` hours: one aggregate query, zero-filled."""
+    now = now or timezone.now()
+    end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    start = end - timedelta(hours=hours)
+    got = dict(
+        visible_nodes(actor=actor).filter(created_at__gte=start, created_at__lt=end).order_by()
+        .annotate(h=TruncHour("created_at")).values_list("h").annotate(n=Count("id")).values_list("h", "n")
+    )
+    return [(start + timedelta(hours=i), got.get(start + timedelta(hours=i), 0)) for i in range(hours)]
+
+
+def recent_conflicts(*, actor: Actor, limit: int = 10) -> list | None:
+    """Open conflicts between nodes the actor may see; None when conflicts are not installed."""
+    try:
+        from reflection.models import Conflict
+    except ImportError:
+        return None
+    vis_ids = visible_nodes(actor=actor).values("id")
+    return list(Conflict.objects.filter(org=actor.org, node_a_id__in=vis_ids, node_b_id__in=vis_ids)
+                .select_related("node_a", "node_b")
+                .only("id", "reason", "status", "detector", "created_at", "node_a__id", "node_a__text",
+                      "node_b__id", "node_b__text").order_by("-id")[:limit])
+
+
+# --- audit ----------------------------------------------------------------------------------------
+
+
+def audit_page(*, actor: Actor, action: str = "", actor_label: str = "", object_type: str = "",
+               object_id: str = "", outcome: str = "", since: datetime | None = None,
+               until: datetime | None = None, after: int | None = None, limit: int = PAGE_SIZE) -> Page:
+    """The org's audit trail, newest first, keyset-paginated on (org, -id). Callers check that the
+    actor is an org admin (``teams.access.require_org_admin``)."""
+    from assets.models import AuditEvent
+
+    qs = AuditEvent.objects.filter(org=actor.org)
+    if action:
+        qs = qs.filter(action__startswith=action)
+    if actor_label:
+        qs = qs.filter(actor_label__icontains=actor_label)
+    if object_type:
+        qs = qs.filter(object_type=object_type)
+    if object_id:
+        qs = qs.filter(object_id=object_id)
+    if outcome:
+        qs = qs.filter(outcome=outcome)
+    if since is not None:
+        qs = qs.filter(created_at__gte=since)
+    if until is not None:
+        qs = qs.filter(created_at__lt=until)
+    if after is not None:
+        qs = qs.filter(id__lt=after)
+    rows = list(qs.order_by("-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows=rows, next_after=rows[-1].id if more and rows else None)

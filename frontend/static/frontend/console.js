@@ -1,0 +1,90 @@
+// Nylon console: the node drawer and the live feed (Channels websocket /ws/events/).
+(function () {
+  "use strict";
+
+  window.nylonCloseDrawer = function () {
+    var d = document.getElementById("drawer");
+    if (d) { d.hidden = true; d.innerHTML = ""; }
+  };
+
+  document.addEventListener("htmx:afterSwap", function (ev) {
+    if (ev.detail.target && ev.detail.target.id === "drawer") { ev.detail.target.hidden = false; }
+  });
+  document.addEventListener("keydown", function (ev) { if (ev.key === "Escape") { window.nylonCloseDrawer(); } });
+
+  var status, list, retry = 1000;
+
+  function setLive(on) {
+    if (!status) { return; }
+    status.classList.toggle("live", on);
+    status.title = on ? "live" : "disconnected";
+    document.body.dataset.feed = on ? "live" : "down";
+  }
+
+  function addLine(html) {
+    var empty = document.getElementById("feed-empty");
+    if (empty) { empty.remove(); }
+    var tmp = document.createElement("ul");
+    tmp.innerHTML = html;
+    var items = Array.prototype.slice.call(tmp.children).reverse();
+    items.forEach(function (li) {
+      li.classList.add("fresh");
+      list.insertBefore(li, list.firstChild);
+      if (window.htmx) { window.htmx.process(li); }
+    });
+    while (list.children.length > 100) { list.removeChild(list.lastChild); }
+  }
+
+  function onEvent(ev) {
+    if (ev.type === "memory.woven" && ev.node_ids && ev.node_ids.length) {
+      // The event names ids only; the server renders the ones this user may see.
+      var url = document.body.dataset.feedUrl + "?ids=" + ev.node_ids.join(",");
+      fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true" } })
+        .then(function (r) { return r.ok ? r.text() : ""; })
+        .then(function (html) { if (html.trim()) { addLine(html); } });
+      // An unfiltered memory browser on its first page also gets the new rows.
+      var rows = document.getElementById("node-rows");
+      if (rows && !location.search) {
+        fetch(url + "&as=rows", { credentials: "same-origin", headers: { "HX-Request": "true" } })
+          .then(function (r) { return r.ok ? r.text() : ""; })
+          .then(function (html) {
+            if (!html.trim()) { return; }
+            var tmp = document.createElement("tbody");
+            tmp.innerHTML = html;
+            Array.prototype.slice.call(tmp.querySelectorAll("tr.node-row")).reverse().forEach(function (tr) {
+              if (rows.querySelector("tr[data-node-id='" + tr.dataset.nodeId + "']")) { return; }
+              tr.classList.add("fresh");
+              rows.insertBefore(tr, rows.firstChild);
+              if (window.htmx) { window.htmx.process(tr); }
+            });
+            var none = rows.querySelector("td[colspan]");
+            if (none && !none.querySelector("a")) { none.parentNode.remove(); }
+          });
+      }
+    } else if (ev.type) {
+      var li = document.createElement("li");
+      li.className = "feed-item muted";
+      li.textContent = ev.type + (ev.node_id ? " #" + ev.node_id : "");
+      addLine(li.outerHTML);
+    }
+  }
+
+  function connect() {
+    var proto = location.protocol === "https:" ? "wss://" : "ws://";
+    var ws = new WebSocket(proto + location.host + "/ws/events/");
+    ws.onopen = function () { retry = 1000; setLive(true); };
+    ws.onmessage = function (m) { try { onEvent(JSON.parse(m.data)); } catch (e) { /* ignore bad frames */ } };
+    ws.onclose = function (e) {
+      setLive(false);
+      if (e.code === 4401 || e.code === 4403) { return; }  // signed out / no org: do not hammer
+      setTimeout(connect, retry);
+      retry = Math.min(retry * 2, 30000);
+    };
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    status = document.getElementById("feed-status");
+    list = document.getElementById("feed-list");
+    if (list && window.WebSocket) { connect(); }
+  });
+})();

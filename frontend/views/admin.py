@@ -1,0 +1,215 @@
+"""Teams, members and roles, agents and API keys, and the audit log.
+
+Every read goes through ``teams.selectors`` / ``teams.access`` and every change through
+``teams.services``, exactly as the REST API does; this module never decides who may do what."""
+
+from __future__ import annotations
+
+from datetime import datetime, time, timedelta
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import redirect
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from teams import access, services
+from teams import selectors as team_selectors
+
+from .. import selectors
+from ..console import console_view, request_id
+from ..forms import (
+    AgentForm,
+    AuditFilterForm,
+    KeyForm,
+    MemberAddForm,
+    MemberRoleForm,
+    TeamForm,
+    TeamMemberForm,
+)
+from .base import page
+
+# --- teams ----------------------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+@console_view
+def teams(request):
+    actor = request.actor
+    form = TeamForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        team = services.team_create(actor=actor, request_id=request_id(request), **form.cleaned_data)
+        messages.success(request, _("Team “%(name)s” created.") % {"name": team.name})
+        return redirect("frontend:team", team_id=team.id)
+    rows = team_selectors.team_list(actor=actor).order_by("name")
+    return page(request, "frontend/teams.html", {"teams": rows, "form": form, "nav": "teams"},
+                status=400 if form.is_bound else 200)
+
+
+@require_http_methods(["GET", "POST"])
+@console_view
+def team_detail(request, team_id: int):
+    actor = request.actor
+    team = access.access_team_by_id(actor, team_id, for_write=request.method == "POST")
+    org_members = team_selectors.member_list(actor=actor).order_by("user__username")
+    add_form = TeamMemberForm(request.POST if request.POST.get("op") == "add" else None, members=org_members)
+    edit_form = TeamForm(request.POST if request.POST.get("op") == "edit" else None,
+                         initial={"name": team.name, "description": team.description})
+    if request.method == "POST":
+        op = request.POST.get("op")
+        rid = request_id(request)
+        if op == "add" and add_form.is_valid():
+            services.team_member_set(actor=actor, team=team, request_id=rid, **add_form.cleaned_data)
+            messages.success(request, _("Team membership saved."))
+            return redirect("frontend:team", team_id=team.id)
+        if op == "remove":
+            try:
+                user_id = int(request.POST.get("user_id", ""))
+            except ValueError:
+                raise Http404 from None
+            if not services.team_member_remove(actor=actor, team=team, user_id=user_id, request_id=rid):
+                raise Http404
+            messages.success(request, _("Removed from the team."))
+            return redirect("frontend:team", team_id=team.id)
+        if op == "edit" and edit_form.is_valid():
+            services.team_update(actor=actor, team=team, data=edit_form.cleaned_data, request_id=rid)
+            messages.success(request, _("Team saved."))
+            return redirect("frontend:team", team_id=team.id)
+        if op == "delete":
+            services.team_delete(actor=actor, team=team, request_id=rid)
+            messages.success(request, _("Team deleted."))
+            return redirect("frontend:teams")
+    ctx = {
+        "team": team,
+        "members": team_selectors.team_member_list(actor=actor, team=team).order_by("user__username"),
+        "agents": team.agents.order_by("name"),
+        "add_form": add_form,
+        "edit_form": edit_form,
+        "can_admin": access.can_admin_team(actor, team.id),
+        "nav": "teams",
+    }
+    return page(request, "frontend/team.html", ctx, status=400 if request.method == "POST" else 200)
+
+
+# --- members --------------------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+@console_view
+def members(request):
+    actor = request.actor
+    form = MemberAddForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        m = services.member_add(actor=actor, request_id=request_id(request), **form.cleaned_data)
+        messages.success(request, _("%(who)s added.") % {"who": m.user.email or m.user.username})
+        return redirect("frontend:members")
+    rows = team_selectors.member_list(actor=actor).order_by("user__username")
+    return page(request, "frontend/members.html", {"members": rows, "form": form, "role_form": MemberRoleForm(),
+                                                   "nav": "members"}, status=400 if form.is_bound else 200)
+
+
+@require_POST
+@console_view
+def member_update(request, user_id: int):
+    actor = request.actor
+    membership = access.access_membership_by_user_id(actor, user_id, for_write=True)
+    if request.POST.get("op") == "remove":
+        services.member_remove(actor=actor, membership=membership, request_id=request_id(request))
+        messages.success(request, _("Member removed."))
+        return redirect("frontend:members")
+    form = MemberRoleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _("Unknown role."))
+        return redirect("frontend:members")
+    services.member_set_role(actor=actor, membership=membership, role=form.cleaned_data["role"],
+                             request_id=request_id(request))
+    messages.success(request, _("Role changed."))
+    return redirect("frontend:members")
+
+
+# --- agents and keys ------------------------------------------------------------------------------
+
+
+def _team_or_none(actor, team_id):
+    return access.access_team_by_id(actor, team_id, for_write=False) if team_id else None
+
+
+@require_http_methods(["GET", "POST"])
+@console_view
+def agents(request):
+    actor = request.actor
+    teams_ = team_selectors.team_list(actor=actor).order_by("name")
+    form = AgentForm(request.POST or None, teams=teams_)
+    if request.method == "POST" and form.is_valid():
+        d = dict(form.cleaned_data)
+        team = _team_or_none(actor, d.pop("team"))
+        agent = services.agent_create(actor=actor, team=team, request_id=request_id(request), **d)
+        messages.success(request, _("Agent “%(name)s” created. Create a key for it below.") % {"name": agent.name})
+        return redirect("frontend:agent", agent_id=agent.id)
+    rows = team_selectors.agent_list(actor=actor).order_by("name")
+    return page(request, "frontend/agents.html", {"agents": rows, "form": form, "nav": "agents"},
+                status=400 if form.is_bound else 200)
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+@console_view
+def agent_detail(request, agent_id: int):
+    actor = request.actor
+    op = request.POST.get("op", "")
+    agent = access.access_agent_by_id(actor, agent_id, for_write=request.method == "POST")
+    key_form = KeyForm(request.POST if op == "key" else None)
+    plain_key = None
+    rid = request_id(request)
+    if op == "key" and key_form.is_valid():
+        key, plain_key = services.api_key_create(actor=actor, agent=agent, request_id=rid, **key_form.cleaned_data)
+        key_form = KeyForm()
+    elif op == "deactivate":
+        services.agent_deactivate(actor=actor, agent=agent, request_id=rid)
+        messages.success(request, _("Agent deactivated; its keys are revoked."))
+        return redirect("frontend:agent", agent_id=agent.id)
+    keys = None
+    if actor.is_org_admin:  # keys are for org admins only (teams.access.access_key_by_id)
+        keys = team_selectors.key_list(actor=actor, agent=agent).order_by("-id")
+    # The plain key is rendered once, in this response only (never stored, never redirected).
+    return page(request, "frontend/agent.html", {"agent": agent, "keys": keys, "key_form": key_form,
+                                                 "plain_key": plain_key, "nav": "agents"},
+                status=400 if op == "key" and plain_key is None else 200)
+
+
+@require_POST
+@console_view
+def key_revoke(request, key_id: int):
+    key = access.access_key_by_id(request.actor, key_id, for_write=True)
+    services.api_key_revoke(actor=request.actor, key=key, request_id=request_id(request))
+    messages.success(request, _("Key %(prefix)s revoked.") % {"prefix": key.prefix})
+    return redirect("frontend:agent", agent_id=key.agent_id)
+
+
+# --- audit ----------------------------------------------------------------------------------------
+
+
+def _day(d):
+    return timezone.make_aware(datetime.combine(d, time.min)) if d else None
+
+
+@require_GET
+@console_view
+def audit(request):
+    actor = request.actor
+    access.require_org_admin(actor, action="reading the audit log")
+    form = AuditFilterForm(request.GET or None)
+    d = form.cleaned_data if form.is_bound and form.is_valid() else {}
+    until = _day(d.get("until"))
+    p = selectors.audit_page(
+        actor=actor, action=d.get("action", ""), actor_label=d.get("actor", ""),
+        object_type=d.get("object_type", ""), object_id=d.get("object_id", ""), outcome=d.get("outcome", ""),
+        since=_day(d.get("since")), until=until + timedelta(days=1) if until else None, after=d.get("after"),
+    )
+    q = request.GET.copy()
+    if p.next_after:
+        q["after"] = str(p.next_after)
+    return page(request, "frontend/audit.html", {"form": form, "page": p, "nav": "audit",
+                                                 "next_qs": q.urlencode() if p.next_after else ""})

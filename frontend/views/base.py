@@ -1,0 +1,107 @@
+"""Sign-in, org switcher, dashboard, health panel and the live feed."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import views as auth_views
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from nylon_project import health
+
+from .. import charts, selectors
+from ..console import console_view, user_orgs
+
+
+def page(request, template: str, context: dict | None = None, *, status: int = 200):
+    """Renders a console page with the shell context (actor, org switcher)."""
+    ctx = {"actor": request.actor, "org": request.org, "orgs": list(user_orgs(request.user)),
+           "is_admin": request.actor.is_org_admin}
+    ctx.update(context or {})
+    return render(request, template, ctx, status=status)
+
+
+class LoginView(auth_views.LoginView):
+    template_name = "frontend/login.html"
+    redirect_authenticated_user = True
+    next_page = "frontend:dashboard"
+
+
+class LogoutView(auth_views.LogoutView):
+    next_page = "frontend:login"
+
+
+def home(request):
+    return redirect("frontend:dashboard")
+
+
+@require_POST
+@console_view
+def org_switch(request):
+    slug = request.POST.get("org", "")
+    # Only an org the user belongs to can be chosen; any other slug does not exist for them.
+    if not user_orgs(request.user).filter(slug=slug).exists():
+        raise Http404
+    request.session["org_slug"] = slug
+    messages.success(request, _("Switched organisation."))
+    back = request.POST.get("next") or ""
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        back = ""
+    return redirect(back or "frontend:dashboard")
+
+
+@require_GET
+@console_view
+def dashboard(request):
+    actor = request.actor
+    counts = selectors.dashboard_counts(actor=actor)
+    series = selectors.writes_per_hour(actor=actor)
+    return page(request, "frontend/dashboard.html", {
+        "counts": counts,
+        "chart": charts.hourly_bars(series),
+        "conflicts": selectors.recent_conflicts(actor=actor),
+        "nav": "dashboard",
+    })
+
+
+def _queue_depth() -> dict:
+    import redis
+
+    queue = settings.CELERY_TASK_DEFAULT_QUEUE
+    conn = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=1)
+    return {"queue": queue, "depth": int(conn.llen(queue))}
+
+
+@require_GET
+@console_view
+def health_panel(request):
+    """Loaded by the dashboard after it renders (the worker ping may take a second)."""
+    checks = {
+        "database": health._timed(health._database),
+        "redis": health._timed(health._redis),
+        "worker": health._timed(health._worker),
+        "queue": health._timed(_queue_depth),
+        "embedder": health._timed(health._embedder),
+        "llm": health._timed(health._llm),
+    }
+    return render(request, "frontend/partials/health.html", {"checks": checks})
+
+
+@require_GET
+@console_view
+def feed_nodes(request):
+    """Live feed rows for the node ids of a ``memory.woven`` event: only those the actor may see."""
+    ids = []
+    for part in request.GET.get("ids", "").split(","):
+        if part.strip().isdigit():
+            ids.append(int(part))
+    nodes = selectors.nodes_by_ids(actor=request.actor, ids=ids[:50]) if ids else []
+    if request.GET.get("as") == "rows":  # for the memory browser's table
+        if not nodes:
+            return HttpResponse("")
+        return render(request, "frontend/partials/node_rows.html", {"page": selectors.Page(nodes, None)})
+    return render(request, "frontend/partials/feed_nodes.html", {"nodes": nodes})

@@ -1,0 +1,149 @@
+"""Memory browser, node drawer, neighbourhood graph and the resonate playground."""
+
+from __future__ import annotations
+
+import time
+
+from django.contrib import messages
+from django.http import JsonResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from assets import access as node_access
+from memory import selectors as memory_selectors
+from memory import services as memory_services
+from memory.engine.types import NodeKind as EngineNodeKind
+from teams.selectors import team_list
+
+from .. import charts, selectors
+from ..console import console_view, is_htmx, request_id
+from ..forms import NodeFilterForm, ResonateForm
+from .base import page
+
+
+def _filter_form(request) -> NodeFilterForm:
+    actor = request.actor
+    return NodeFilterForm(request.GET or None, owners=selectors.owner_choices(actor=actor),
+                          teams=team_list(actor=actor).order_by("name"))
+
+
+def _querystring(request, **changes) -> str:
+    q = request.GET.copy()
+    for k, v in changes.items():
+        if v is None:
+            q.pop(k, None)
+        else:
+            q[k] = str(v)
+    return q.urlencode()
+
+
+@require_GET
+@console_view
+def memory_browser(request):
+    form = _filter_form(request)
+    if form.is_bound and not form.is_valid():
+        return page(request, "frontend/memories.html", {"form": form, "page": None, "nav": "memories"}, status=400)
+    if not form.is_bound:
+        form.is_valid()  # an unbound form has no cleaned_data; use the defaults
+        form.cleaned_data = {}
+    p = selectors.node_page(actor=request.actor, f=form.filters(), after=form.after_id, limit=form.page_size)
+    ctx = {"form": form, "page": p, "nav": "memories",
+           "next_qs": _querystring(request, after=p.next_after) if p.next_after else ""}
+    if is_htmx(request) and request.GET.get("partial") == "rows":
+        return render(request, "frontend/partials/node_rows.html", ctx)
+    return page(request, "frontend/memories.html", ctx)
+
+
+def _can_write(actor, node) -> bool:
+    """Whether to offer the delete button; the POST is decided again by ``access_node``."""
+    writable = getattr(node_access, "node_writable", None)
+    if writable is not None:
+        return bool(writable(actor, node))
+    try:
+        return bool(node_access._writable(actor, node, "node")[0])
+    except Exception:  # the button is only a hint; the server decides on POST
+        return True
+
+
+@require_GET
+@console_view
+def node_drawer(request, node_id: int):
+    actor = request.actor
+    node = node_access.access_node(actor, node_id, for_write=False, request_id=request_id(request))
+    selectors.attach_owner_labels(actor=actor, nodes=[node])
+    edges, hidden_edges = selectors.node_edges(actor=actor, node=node)
+    age_days = max(0.0, (timezone.now() - node.tension_updated_at).total_seconds() / 86400.0)
+    ctx = {
+        "node": node,
+        "edges": edges,
+        "hidden_edges": hidden_edges,
+        "lineage": selectors.lineage(actor=actor, node=node, edges=edges),
+        "curve": charts.tension_curve(t0=node.t0, lam=node.lam, mentions=node.mentions, age_days=age_days),
+        "age_days": round(age_days, 1),
+        "can_delete": _can_write(actor, node),
+        "nav": "memories",
+    }
+    if is_htmx(request):
+        return render(request, "frontend/partials/node_drawer.html", ctx)
+    return page(request, "frontend/node.html", ctx)
+
+
+@require_POST
+@console_view
+def node_delete(request, node_id: int):
+    actor = request.actor
+    node = node_access.access_node(actor, node_id, for_write=True, request_id=request_id(request))
+    memory_services.node_delete(actor=actor, node=node, request_id=request_id(request))
+    messages.success(request, _("Memory #%(id)s deleted.") % {"id": node_id})
+    return redirect("frontend:memories")
+
+
+@require_GET
+@console_view
+def node_graph(request, node_id: int):
+    node = node_access.access_node(request.actor, node_id, for_write=False, request_id=request_id(request))
+    return page(request, "frontend/graph.html", {"node": node, "nav": "memories",
+                                                 "legend": selectors.EDGE_COLORS.items()})
+
+
+@require_GET
+@console_view
+def node_graph_json(request, node_id: int):
+    node = node_access.access_node(request.actor, node_id, for_write=False, request_id=request_id(request))
+    try:
+        depth = int(request.GET.get("depth", "1"))
+    except ValueError:
+        depth = 1
+    return JsonResponse(selectors.neighbourhood(actor=request.actor, node=node, depth=depth))
+
+
+_KINDS = {int(k): k.name.lower() for k in EngineNodeKind}
+
+
+@require_http_methods(["GET", "POST"])
+@console_view
+def resonate(request):
+    form = ResonateForm(request.POST or None)
+    ctx: dict = {"form": form, "nav": "resonate"}
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        t = time.perf_counter()
+        out = memory_selectors.resonate_for(actor=request.actor, query=d["query"], k=d["k"], depth=d["depth"])
+        hits = out.result.hits
+        if d["reinforce"] and hits:
+            memory_services.record_recall(node_ids=[h.node_id for h in hits])
+        path_ids = sorted({i for h in hits for i in h.explanation.path})
+        snippets = {n.id: n.text for n in selectors.nodes_by_ids(actor=request.actor, ids=path_ids)}
+        ctx.update({
+            "ran": True,
+            "out": out,
+            "hits": [{"hit": h, "kind": _KINDS.get(h.kind, str(h.kind)),
+                      "path": [(i, snippets.get(i, "")) for i in h.explanation.path]} for h in hits],
+            "elapsed_ms": round((time.perf_counter() - t) * 1000, 1),
+        })
+    if is_htmx(request):
+        return render(request, "frontend/partials/resonate_results.html", ctx,
+                      status=400 if form.is_bound and not form.is_valid() else 200)
+    return page(request, "frontend/resonate.html", ctx)

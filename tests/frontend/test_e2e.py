@@ -1,0 +1,220 @@
+"""End to end: a real uvicorn process on a loopback port against the test database, driven by
+headless Debian chromium through Playwright (no browser is downloaded). Saves a screenshot of each
+main page under docs/screenshots/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "docs" / "screenshots"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+# No skip when chromium is missing: `make test` installs it, and a silently skipped browser suite
+# would hide a broken console. A missing browser fails here, loudly.
+pytestmark = [pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def live_server_url(django_db_setup, django_db_blocker):
+    """uvicorn serving nylon_project.asgi on the test database, with its own Redis prefixes."""
+    from django.db import connection
+
+    from nylon_project import embedded
+
+    port = _free_port()
+    tag = uuid.uuid4().hex[:8]
+    env = dict(os.environ)
+    env["DATABASE_URL"] = embedded.url_with_database(os.environ["DATABASE_URL"], connection.settings_dict["NAME"])
+    env.update({"NYLON_ENQUEUE_TASKS": "0", "NYLON_CHANNEL_PREFIX": f"e2e-{tag}", "NYLON_CACHE_PREFIX": f"e2e-{tag}",
+                "NYLON_DB_CONN_MAX_AGE": "0"})
+    log = open(embedded.nylon_home() / f"e2e-uvicorn-{tag}.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "nylon_project.asgi:application", "--host", "127.0.0.1",
+         "--port", str(port), "--ws", "websockets", "--log-level", "warning"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"uvicorn exited: see {log.name}")
+        try:
+            if httpx.get(f"{url}/login/", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        raise RuntimeError(f"uvicorn did not start: see {log.name}")
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+    # Let Postgres reap the server's sessions so the test database can be dropped at the end.
+    with django_db_blocker.unblock(), connection.cursor() as cur:
+        for _ in range(50):
+            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND pid <> pg_backend_pid()")
+            if cur.fetchone()[0] == 0:
+                break
+
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def browser_page():
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        context = browser.new_context(viewport={"width": 1360, "height": 900})
+        context.set_default_timeout(20_000)
+        page = context.new_page()
+        yield page
+        context.close()
+        browser.close()
+
+
+@pytest.fixture
+def seeded(world):
+    """Data first: once Playwright runs, its event loop makes the ORM refuse this thread."""
+    from memory import services
+    from memory.models import Visibility
+    from teams.auth import actor_for_user
+
+    a = world["a"]
+    owner = actor_for_user(a.owner, a.org)
+    turns = [
+        ("Ana", "We booked the Lisbon offsite for March 14."),
+        ("Ben", "Great! I will reserve the Alfama venue tomorrow."),
+        ("Ana", "Ben prefers window seats on the flight to Lisbon."),
+        ("Ben", "The budget for the offsite is 12,000 euros."),
+    ]
+    services.weave_session(actor=owner, session_key="offsite",
+                           turns=[services.TurnIn(text=t, speaker=s) for s, t in turns], visibility=Visibility.ORG)
+    services.weave_session(actor=owner, turns=[services.TurnIn(text="Owner-only: review Ben's contract.")],
+                           visibility=Visibility.PRIVATE)
+    return world
+
+
+@pytest.mark.django_db(transaction=True)
+def test_console_end_to_end(seeded, live_server_url, browser_page):
+    a = seeded["a"]
+    page = browser_page
+    base = live_server_url
+
+    # sign in
+    page.goto(f"{base}/console/")
+    assert "/login/" in page.url
+    page.screenshot(path=SHOTS / "login.png")
+    page.fill("input[name=username]", a.owner.username)
+    page.fill("input[name=password]", "pw-owner-123")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/console/")
+
+    # dashboard: counts, chart, the lazily loaded health panel and a live websocket
+    page.wait_for_selector("#health table.health")
+    assert page.inner_text("#node-total") == "5"
+    page.wait_for_selector("body[data-feed=live]")
+    page.screenshot(path=SHOTS / "dashboard.png", full_page=True)
+
+    # memory browser → drawer
+    page.click("nav >> text=Memories")
+    page.wait_for_selector("tr.node-row")
+    assert page.locator("tr.node-row").count() == 5
+    page.fill("input[name=q]", "Alfama")
+    page.click("#node-filters button[type=submit]")
+    page.wait_for_function("document.querySelectorAll('tr.node-row').length === 1")
+    page.screenshot(path=SHOTS / "memories.png", full_page=True)
+    page.click("tr.node-row td:nth-child(3)")
+    page.wait_for_selector("#drawer:not([hidden]) #node-drawer")
+    drawer = page.inner_text("#drawer")
+    assert "Alfama" in drawer and "Six silks" in drawer and "Tension" in drawer
+    page.screenshot(path=SHOTS / "node.png")
+    node_id = page.get_attribute("#node-drawer", "data-node-id")
+
+    # neighbourhood graph (vis-network)
+    page.goto(f"{base}/console/memories/{node_id}/graph/")
+    page.wait_for_selector("#graph[data-ready='1'] canvas")
+    assert int(page.get_attribute("#graph", "data-nodes")) >= 2
+    page.screenshot(path=SHOTS / "graph.png")
+
+    # resonate playground
+    page.click("nav >> text=Resonate")
+    page.fill("textarea[name=query]", "When is the Lisbon offsite?")
+    page.click("#resonate-form button[type=submit]")
+    page.wait_for_selector("#hits li.hit")
+    assert "March 14" in page.inner_text("#hits")
+    page.locator("#hits details").first.click()
+    page.screenshot(path=SHOTS / "resonate.png", full_page=True)
+
+    # teams and members
+    page.click("nav >> text=Teams")
+    page.wait_for_selector("#team-table")
+    page.screenshot(path=SHOTS / "teams.png")
+    page.click("nav >> text=Members")
+    page.wait_for_selector("#member-table")
+    page.screenshot(path=SHOTS / "members.png")
+
+    # agents: create a key (shown once)
+    page.click("nav >> text=Agents")
+    page.click(f"#agent-table >> text={a.agent.name}")
+    page.fill("#key-create input[name=name]", "e2e")
+    page.click("#key-create-button")
+    page.wait_for_selector("#plain-key-value")
+    plain = page.inner_text("#plain-key-value").strip()
+    assert plain.startswith("nyl_")
+    # (no ORM while the browser runs: its event loop would give the ORM a connection of its own)
+    me = httpx.get(f"{base}/api/v1/org", headers={"Authorization": f"Bearer {plain}"}, timeout=10)
+    assert me.status_code == 200 and me.json()["slug"] == "alpha"
+    page.screenshot(path=SHOTS / "agent-key.png", full_page=True)
+
+    # audit log
+    page.click("nav >> text=Audit")
+    page.wait_for_selector("#audit-table")
+    assert "key.create" in page.inner_text("#audit-table")
+    page.screenshot(path=SHOTS / "audit.png")
+
+    # live feed: weave through the API with the new key while the page is open
+    page.click("nav >> text=Memories")
+    page.wait_for_selector("body[data-feed=live]")
+    r = httpx.post(f"{base}/api/v1/memories/weave", headers={"Authorization": f"Bearer {plain}"},
+                   json={"text": "Live: the Lisbon venue confirmed our booking.", "visibility": "org"}, timeout=30)
+    assert r.status_code == 201, r.text
+    new_id = r.json()["node_ids"][0]
+    page.wait_for_selector(f"#feed-list li[data-node-id='{new_id}']")
+    page.wait_for_selector(f"#node-rows tr.node-row[data-node-id='{new_id}']")  # the table too
+    assert "venue confirmed" in page.inner_text("#feed-list")
+    # a private write of someone else never shows up in this feed
+    r = httpx.post(f"{base}/api/v1/memories/weave", headers={"Authorization": f"Bearer {a.key}"},
+                   json={"text": "Bot private scratchpad.", "visibility": "private"}, timeout=30)
+    hidden_id = r.json()["node_ids"][0]
+    page.wait_for_timeout(1500)
+    assert page.locator(f"[data-node-id='{hidden_id}']").count() == 0
+    page.screenshot(path=SHOTS / "live-feed.png")
+
+    # sign out
+    page.click("header.top >> text=Sign out")
+    page.wait_for_url(f"{base}/login/")
