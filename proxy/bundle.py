@@ -1,0 +1,252 @@
+"""The context bundle the proxy injects, and where it goes in each wire protocol.
+
+Order is by volatility (a prompt-cache argument): the stable part — persona and
+the scenario index — comes first and is byte-identical from turn to turn until the memory behind
+it changes; the volatile part — the hits recalled for this turn's user message — comes last. The
+caller's own system text stays in front of both, and the caller's messages are never reordered. See docs/proxy.md."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from teams.auth import Actor
+
+log = logging.getLogger("nylon.proxy")
+
+# The tools the context guide (assets.context.GUIDES) tells the model about; the proxy answers them.
+TOOLS = {
+    "memory_resonate": ("Search the team memory (verbatim turns and distilled facts) visible to this agent.",
+                        {"type": "object", "properties": {"query": {"type": "string"},
+                                                          "k": {"type": "integer", "minimum": 1, "maximum": 20}},
+                         "required": ["query"]}),
+    "memory_get": ("Read one memory (type 'node') or asset (type 'asset', e.g. a scenario of the index) in full.",
+                   {"type": "object", "properties": {"type": {"type": "string", "enum": ["node", "asset"]},
+                                                     "id": {"type": "integer"}}, "required": ["type", "id"]}),
+    "memory_weave": ("Save a new fact, decision or result to the agent's memory.",
+                     {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+}
+
+
+@dataclass
+class Bundle:
+    stable: str
+    volatile: str
+    stable_hash: str
+
+    @property
+    def text(self) -> str:
+        return f"<nylon_memory>\n{self.stable}\n\n{self.volatile}\n</nylon_memory>" if self.volatile else \
+            f"<nylon_memory>\n{self.stable}\n</nylon_memory>"
+
+    @property
+    def approx_tokens(self) -> int:
+        return (len(self.text) + 3) // 4
+
+
+def build_bundle(*, actor: Actor, query: str) -> Bundle:
+    """The agent context (assets.context: guide, persona, scenario index, then recall for the last
+    user message). Runs in a worker thread under the proxy's time budget. Recall here is automatic,
+    not a deliberate look-up, so it does not reinforce the recalled memories."""
+    from assets.context import build_context
+
+    ctx = build_context(actor=actor, query=query[:4000], k=settings.NYLON_PROXY_HITS_K, reinforce=False)
+    return Bundle(stable=ctx.stable_text, volatile=ctx.dynamic_text, stable_hash=ctx.stable_hash)
+
+
+def run_tool(*, actor: Actor, name: str, args: dict) -> str:
+    """Answer one memory-tool call (a worker thread); errors become the tool's text, for the model."""
+    from assets import mcp
+    from teams.models import Scope
+
+    try:
+        if name == "memory_resonate":
+            out = mcp.tool_resonate(actor, query=str(args.get("query", "")), k=int(args.get("k") or 5))
+        elif name == "memory_get":
+            out = mcp.tool_get(actor, type=str(args.get("type", "")), id=int(args.get("id", 0)))
+        elif name == "memory_weave" and actor.can(Scope.WRITE):
+            out = mcp.tool_weave(actor, text=str(args.get("text", "")), speaker="assistant")
+        else:
+            return "This tool is not available to this agent."
+    except Exception as exc:  # a failed tool call is an answer the model can read, not a proxy error
+        log.info("memory tool %s failed: %s", name, type(exc).__name__)
+        return f"Tool error: {exc}"[:500]
+    return json.dumps(out, ensure_ascii=False, default=str)
+
+
+# -- the two wire protocols ----------------------------------------------------------------------
+
+def _text_of(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content
+                         if isinstance(p, dict) and p.get("type") in ("text", "input_text") and p.get("text"))
+    return ""
+
+
+class _Protocol:
+    """What both wire protocols share: a ``messages`` list of {role, content}."""
+
+    @staticmethod
+    def messages(body: dict) -> list:
+        msgs = body.get("messages")
+        return msgs if isinstance(msgs, list) else []
+
+    @classmethod
+    def last_user_text(cls, body: dict) -> str:
+        for m in reversed(cls.messages(body)):
+            if isinstance(m, dict) and m.get("role") == "user":
+                text = _text_of(m.get("content"))
+                if text:
+                    return text
+        return ""
+
+    @classmethod
+    def first_user_text(cls, body: dict) -> str:
+        for m in cls.messages(body):
+            if isinstance(m, dict) and m.get("role") == "user":
+                return _text_of(m.get("content"))
+        return ""
+
+    @classmethod
+    def new_user_turn(cls, body: dict) -> str:
+        msgs = cls.messages(body)
+        last = msgs[-1] if msgs else None
+        return _text_of(last.get("content")) if isinstance(last, dict) and last.get("role") == "user" else ""
+
+
+class OpenAI(_Protocol):
+    name = "openai"
+    path = "/chat/completions"
+    stream_end = b"data: [DONE]"
+
+    @classmethod
+    def inject(cls, body: dict, text: str, *, tools: bool) -> dict:
+        msgs = list(cls.messages(body))
+        first = msgs[0] if msgs and isinstance(msgs[0], dict) else None
+        if first is not None and first.get("role") in ("system", "developer"):
+            content = first.get("content")
+            if isinstance(content, list):
+                merged = [*content, {"type": "text", "text": text}]
+            else:
+                merged = f"{content}\n\n{text}" if content else text
+            msgs[0] = {**first, "content": merged}
+        else:
+            msgs.insert(0, {"role": "system", "content": text})
+        out = {**body, "messages": msgs}
+        if tools:
+            out["tools"] = [*body["tools"], *({"type": "function", "function": {
+                "name": name, "description": desc, "parameters": schema}} for name, (desc, schema) in TOOLS.items())]
+        return out
+
+    @staticmethod
+    def answer_text(resp: dict) -> str:
+        try:
+            return _text_of(resp["choices"][0]["message"].get("content") or "")
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return ""
+
+    @staticmethod
+    def stream_text(event: dict) -> str:
+        try:
+            return event["choices"][0]["delta"].get("content") or ""
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return ""
+
+    @staticmethod
+    def our_tool_calls(resp: dict) -> tuple[list[dict], bool]:
+        """(our calls as {id, query, k}, whether the caller's own tools were called too)."""
+        try:
+            calls = resp["choices"][0]["message"].get("tool_calls") or []
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return [], False
+        ours, others = [], False
+        for c in calls:
+            fn = c.get("function") or {}
+            if fn.get("name") in TOOLS:
+                ours.append({"id": c.get("id"), "name": fn["name"], "input": _json_args(fn.get("arguments"))})
+            else:
+                others = True
+        return ours, others
+
+    @staticmethod
+    def continue_with(body: dict, resp: dict, results: list[tuple[str, str]]) -> dict:
+        msg = resp["choices"][0]["message"]
+        extra = [msg] + [{"role": "tool", "tool_call_id": cid, "content": text} for cid, text in results]
+        return {**body, "messages": [*body["messages"], *extra]}
+
+    @staticmethod
+    def strip_ours(resp: dict) -> dict:
+        msg = resp["choices"][0]["message"]
+        msg["tool_calls"] = [c for c in msg.get("tool_calls") or []
+                             if (c.get("function") or {}).get("name") not in TOOLS]
+        return resp
+
+
+class Anthropic(_Protocol):
+    name = "anthropic"
+    path = "/messages"
+    stream_end = b"event: message_stop"
+
+    @staticmethod
+    def inject(body: dict, text: str, *, tools: bool) -> dict:
+        system = body.get("system")
+        if isinstance(system, list):
+            merged = [*system, {"type": "text", "text": text}]
+        else:
+            merged = f"{system}\n\n{text}" if system else text
+        out = {**body, "system": merged}
+        if tools:
+            out["tools"] = [*body["tools"], *({"name": name, "description": desc, "input_schema": schema}
+                                              for name, (desc, schema) in TOOLS.items())]
+        return out
+
+    @staticmethod
+    def answer_text(resp: dict) -> str:
+        return _text_of(resp.get("content")) if isinstance(resp, dict) else ""
+
+    @staticmethod
+    def stream_text(event: dict) -> str:
+        delta = event.get("delta") if event.get("type") == "content_block_delta" else None
+        return delta.get("text", "") if isinstance(delta, dict) and delta.get("type") == "text_delta" else ""
+
+    @staticmethod
+    def our_tool_calls(resp: dict) -> tuple[list[dict], bool]:
+        ours, others = [], False
+        for b in resp.get("content") or [] if isinstance(resp, dict) else []:
+            if isinstance(b, dict) and b.get("type") == "tool_use":
+                if b.get("name") in TOOLS:
+                    ours.append({"id": b.get("id"), "name": b["name"], "input": b.get("input") or {}})
+                else:
+                    others = True
+        return ours, others
+
+    @staticmethod
+    def continue_with(body: dict, resp: dict, results: list[tuple[str, str]]) -> dict:
+        extra = [{"role": "assistant", "content": resp["content"]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": cid, "content": text}
+                                              for cid, text in results]}]
+        return {**body, "messages": [*body["messages"], *extra]}
+
+    @staticmethod
+    def strip_ours(resp: dict) -> dict:
+        resp["content"] = [b for b in resp.get("content") or []
+                           if not (b.get("type") == "tool_use" and b.get("name") in TOOLS)]
+        return resp
+
+
+def _json_args(raw) -> dict:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+PROTOCOLS = {"openai": OpenAI, "anthropic": Anthropic}

@@ -1,0 +1,14 @@
+"""Proxy background tasks: they take ids and call services."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(acks_late=True, name="proxy.write_back", autoretry_for=(ConnectionError,), retry_backoff=True,
+             max_retries=5)
+def write_back_task(key_id: int, session_key: str, turns: list[dict]) -> list[int]:
+    """Weave a proxied exchange (idempotent: the turns carry event ids)."""
+    from .writeback import write_back
+
+    return write_back(key_id=key_id, session_key=session_key, turns=turns)

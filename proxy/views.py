@@ -1,0 +1,322 @@
+"""The memory proxy: OpenAI ``/chat/completions`` and Anthropic ``/messages``, forwarded verbatim
+to the configured upstream with the agent's memory injected into the system prompt.
+
+Per request: authenticate the agent by ``X-Nylon-Key`` and build the context bundle inside a time
+budget (``NYLON_PROXY_BUDGET_MS``); on success the body is rewritten (system prompt only, plus a
+memory tool when the caller offered tools) and the answer carries ``X-Nylon-Memory: injected``.
+If Nylon is slow or failing, the caller's bytes go upstream untouched with ``X-Nylon-Memory: none``.
+The caller's upstream credentials (``Authorization``, ``x-api-key``...) are passed through and are
+neither stored nor logged; the Nylon key never leaves for the upstream. After the answer, the user
+turn and the answer are written back off the request path (``writeback.enqueue``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+from django.conf import settings
+from django.db import close_old_connections
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from . import stats, writeback
+from .bundle import PROTOCOLS, Bundle, build_bundle, run_tool
+
+log = logging.getLogger("nylon.proxy")
+
+# Never forwarded upstream: hop-by-hop headers, what we recompute, and Nylon's own credentials.
+DROP_REQUEST = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+                          "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding", "cookie",
+                          "x-nylon-key", "x-nylon-session", "x-request-id"})
+DROP_RESPONSE = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
+                           "upgrade", "trailer", "x-request-id"})
+MAX_CAPTURE = 1024 * 1024  # bytes of a streamed answer kept for the write-back
+MAX_TOOL_ROUNDS = 3
+
+_executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="nylon-proxy")
+_clients: dict[int, httpx.AsyncClient] = {}
+
+
+def _upstream_client() -> httpx.AsyncClient:
+    """One pooled client per event loop (TLS handshakes to the provider are not per request)."""
+    loop = asyncio.get_running_loop()
+    client = _clients.get(id(loop))
+    if client is None or client.is_closed:
+        timeout = httpx.Timeout(settings.NYLON_PROXY_TIMEOUT_SECS, connect=10.0)
+        client = _clients[id(loop)] = httpx.AsyncClient(timeout=timeout, trust_env=False)
+    return client
+
+
+def _db_call(fn, /, *args, **kwargs):
+    """A database-touching call for the executor: fresh connections in, none leaked out."""
+    def run():
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return run
+
+
+async def _in_thread(fn, /, *args, **kwargs):
+    return await asyncio.get_running_loop().run_in_executor(_executor, _db_call(fn, *args, **kwargs))
+
+
+def _background(fn, /, *args, **kwargs) -> None:
+    """Fire and forget on the executor: nothing the caller waits for (failures are logged)."""
+    future = asyncio.get_running_loop().run_in_executor(_executor, _db_call(fn, *args, **kwargs))
+    future.add_done_callback(_log_failure)
+
+
+def _log_failure(future) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        exc = future.exception()
+        log.error("proxy background step failed: %s", exc, exc_info=(type(exc), exc, exc.__traceback__))
+
+
+def _error(status: int, code: str, message: str, request) -> JsonResponse:
+    body = {"error": {"code": code, "message": message, "fields": {}},
+            "request_id": getattr(request, "request_id", "")}
+    return JsonResponse(body, status=status)
+
+
+class _AuthFailed(Exception):
+    pass
+
+
+def _authenticate(raw_key: str):
+    from teams.auth import authenticate_key
+
+    actor = authenticate_key(raw_key)
+    if actor is None:
+        raise _AuthFailed
+    return actor
+
+
+async def _prepare(request, protocol, body: dict | None):
+    """(actor or None, bundle or None): both inside the time budget; AuthFailed for a bad key."""
+    from teams.models import Scope
+
+    deadline = time.monotonic() + settings.NYLON_PROXY_BUDGET_MS / 1000
+    raw_key = request.headers.get("X-Nylon-Key", "")
+    try:
+        actor = await asyncio.wait_for(_in_thread(_authenticate, raw_key), max(deadline - time.monotonic(), 0))
+    except _AuthFailed:
+        raise
+    except Exception as exc:  # slow or failing Nylon: the request goes through unmodified
+        log.warning("proxy: key check failed or too slow (%s): passing through", type(exc).__name__)
+        return None, None
+    if body is None or not actor.can(Scope.READ) or not isinstance(body.get("messages"), list):
+        return actor, None
+    query = protocol.last_user_text(body)
+    try:
+        bundle = await asyncio.wait_for(
+            _in_thread(build_bundle, actor=actor, query=query),
+            max(deadline - time.monotonic(), 0))
+    except Exception as exc:
+        log.warning("proxy: context not built in budget (%s): passing through", type(exc).__name__)
+        return actor, None
+    return actor, bundle
+
+
+def _offer_tools(body: dict) -> bool:
+    """Memory tools only when the caller offers tools, and not on streams (the proxy answers its own
+    tool calls, which needs the whole reply before the caller sees any of it)."""
+    tools = body.get("tools")
+    return isinstance(tools, list) and bool(tools) and body.get("stream") is not True
+
+
+def _forward_headers(request) -> dict:
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in DROP_REQUEST}
+    headers["Accept-Encoding"] = "identity"  # we read the answer for the write-back
+    return headers
+
+
+def _copy_headers(upstream: httpx.Response, response, memory: str, bundle: Bundle | None) -> None:
+    for k, v in upstream.headers.items():
+        if k.lower() not in DROP_RESPONSE and k.lower() != "content-type":
+            response[k] = v
+    response["X-Nylon-Memory"] = memory
+    if bundle is not None:
+        response["X-Nylon-Prefix-Hash"] = bundle.stable_hash
+
+
+def _parse_sse(data: bytes, protocol) -> str:
+    text = []
+    for line in data.decode("utf-8", "replace").splitlines():
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if not payload or payload == "[DONE]":
+            continue
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            text.append(protocol.stream_text(event))
+    return "".join(text)
+
+
+async def _proxy(request, protocol_name: str):
+    if request.method != "POST":
+        return _error(405, "method_not_allowed", "POST only.", request)
+    t0 = time.perf_counter()
+    protocol = PROTOCOLS[protocol_name]
+    if not request.headers.get("X-Nylon-Key"):
+        return _error(401, "not_authenticated", "Send your Nylon agent key in X-Nylon-Key.", request)
+    raw = request.body
+    try:
+        body = json.loads(raw)
+        body = body if isinstance(body, dict) else None
+    except ValueError:
+        body = None
+    try:
+        actor, bundle = await _prepare(request, protocol, body)
+    except _AuthFailed:
+        return _error(401, "authentication_failed", "Invalid or revoked Nylon key.", request)
+
+    tools = bundle is not None and _offer_tools(body)
+    if bundle is not None:
+        sent_body = protocol.inject(body, bundle.text, tools=tools)
+        payload, memory = json.dumps(sent_body).encode(), "injected"
+    else:
+        sent_body, payload, memory = body, raw, "none"
+    upstream_url = getattr(settings, f"NYLON_PROXY_{protocol_name.upper()}_UPSTREAM").rstrip("/") + protocol.path
+    if request.META.get("QUERY_STRING"):
+        upstream_url += "?" + request.META["QUERY_STRING"]
+    headers = _forward_headers(request)
+    explicit_session = request.headers.get("X-Nylon-Session", "")
+    overhead_ms = (time.perf_counter() - t0) * 1000
+
+    def after(answer: str, ok: bool) -> None:
+        """Off the request path: stats, then the write-back (of answered exchanges only)."""
+        if actor is None:
+            return
+        stats.record(org_id=actor.org.id, agent_id=actor.id, injected=bundle is not None,
+                     tokens=bundle.approx_tokens if bundle else 0,
+                     stable_hash=bundle.stable_hash if bundle else None, overhead_ms=overhead_ms)
+        user_text = protocol.new_user_turn(body) if body else ""
+        if not ok or not (user_text or answer) or actor.key_id is None:
+            return
+        msgs = protocol.messages(body)
+        session = writeback.session_key_for(agent_id=actor.id, explicit=explicit_session,
+                                            first_user_text=protocol.first_user_text(body))
+        turns = writeback.turns_for(position=len(msgs), user_text=user_text, answer=answer,
+                                    model=str(body.get("model", "")))
+        writeback.enqueue(key_id=actor.key_id, session_key=session, turns=turns)
+
+    client = _upstream_client()
+    try:
+        upstream_req = client.build_request("POST", upstream_url, content=payload, headers=headers)
+        upstream = await client.send(upstream_req, stream=True)
+    except httpx.HTTPError as exc:
+        log.warning("proxy: upstream %s unreachable: %s", protocol_name, type(exc).__name__)
+        resp = _error(502, "upstream_unavailable", f"The {protocol_name} upstream could not be reached.", request)
+        resp["X-Nylon-Memory"] = memory
+        return resp
+
+    is_stream = "text/event-stream" in upstream.headers.get("content-type", "")
+    if is_stream:
+        return _stream(upstream, protocol, memory, bundle, after)
+
+    try:
+        content = await upstream.aread()
+    finally:
+        await upstream.aclose()
+    status = upstream.status_code
+    answer_json = None
+    if upstream.is_success and body is not None:
+        try:
+            answer_json = json.loads(content)
+        except ValueError:
+            answer_json = None
+    if tools and isinstance(answer_json, dict):
+        answer_json, content, status = await _tool_rounds(client, upstream_url, headers, protocol, actor,
+                                                          sent_body, answer_json, content, status)
+    response = HttpResponse(content, status=status,
+                            content_type=upstream.headers.get("content-type", "application/json"))
+    _copy_headers(upstream, response, memory, bundle)
+    answer = protocol.answer_text(answer_json) if isinstance(answer_json, dict) and status < 300 else ""
+    _background(after, answer, status < 300)
+    return response
+
+
+async def _tool_rounds(client, url, headers, protocol, actor, sent_body, answer, content, status):
+    """Answer the model's calls of the memory tool here (at most 3 rounds), so the caller only ever
+    sees calls of its own tools. Returns (answer json, bytes, status)."""
+    changed = False
+    for _ in range(MAX_TOOL_ROUNDS):
+        ours, others = protocol.our_tool_calls(answer)
+        if not ours:
+            break
+        if others:  # the caller must answer its own calls; ours are dropped from what it sees
+            answer, changed = protocol.strip_ours(answer), True
+            break
+        results = []
+        for call in ours:
+            results.append((call["id"], await _in_thread(run_tool, actor=actor, name=call["name"],
+                                                         args=call["input"])))
+        sent_body = protocol.continue_with(sent_body, answer, results)
+        r = await client.post(url, content=json.dumps(sent_body).encode(), headers=headers)
+        content, status = r.content, r.status_code
+        try:
+            answer = r.json()
+        except ValueError:
+            return None, content, status
+        if not r.is_success:
+            return answer, content, status
+    else:
+        ours, others = protocol.our_tool_calls(answer)
+        if ours:  # budget spent: what is left of the answer, without our calls
+            answer, changed = protocol.strip_ours(answer), True
+    if changed:
+        content = json.dumps(answer).encode()
+    return answer, content, status
+
+
+def _stream(upstream: httpx.Response, protocol, memory: str, bundle, after) -> StreamingHttpResponse:
+    capture = upstream.is_success
+
+    async def relay():
+        kept: list[bytes] = []
+        size = 0
+        completed = False
+        try:
+            async for chunk in upstream.aiter_raw():
+                if capture and size < MAX_CAPTURE:
+                    kept.append(chunk)
+                    size += len(chunk)
+                yield chunk
+            completed = True
+        finally:
+            # Callers hang up as soon as they read the protocol's last event ([DONE] /
+            # message_stop), often before the upstream closes: that is a finished answer too.
+            data = b"".join(kept)
+            if completed or protocol.stream_end in data[-256:]:
+                _background(after, _parse_sse(data, protocol) if capture else "", capture)
+            await upstream.aclose()
+
+    response = StreamingHttpResponse(relay(), status=upstream.status_code,
+                                     content_type=upstream.headers.get("content-type", "text/event-stream"))
+    _copy_headers(upstream, response, memory, bundle)
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+@csrf_exempt
+async def openai_chat_completions(request):
+    return await _proxy(request, "openai")
+
+
+@csrf_exempt
+async def anthropic_messages(request):
+    return await _proxy(request, "anthropic")
+
+

@@ -1,0 +1,214 @@
+"""What the sync and async clients share: the request table, response decoding, retry decisions.
+
+Every API method builds a ``Call`` (method, path, body, how to parse the answer); the sync client
+runs it with ``httpx.Client``, the async one with ``httpx.AsyncClient``. So the two clients cannot
+drift apart: the endpoint methods below are written once and return the parsed value (sync) or an
+awaitable of it (async)."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from . import errors
+from .types import Conflict, Context, Health, Hit, Node, Page, ResonateResult, Turn, WeaveResult
+
+__version__ = "0.1.0"
+API = "/api/v1"
+RETRY_STATUSES = frozenset({429, 503})
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    json: Any = None
+    params: dict | None = None
+    parse: Callable[[Any], Any] = lambda body: body
+    ok_statuses: frozenset[int] = frozenset()  # non-2xx answers that are a result, not an error
+    headers: dict = field(default_factory=dict)
+
+
+@dataclass
+class RetryPolicy:
+    """Retries on 429/503 (and connection errors): ``Retry-After`` when the server gives one,
+    else exponential backoff with jitter. A server wait longer than ``max_wait`` is not slept
+    through: the error is raised at once with its ``retry_after``."""
+
+    max_retries: int = 3
+    backoff: float = 0.5
+    max_wait: float = 30.0
+
+    def wait(self, attempt: int, retry_after: float | None) -> float | None:
+        if attempt >= self.max_retries:
+            return None
+        if retry_after is not None:
+            return retry_after if retry_after <= self.max_wait else None
+        return min(self.max_wait, self.backoff * (2 ** attempt)) * (0.5 + random.random() / 2)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def decode(response: httpx.Response) -> Any:
+    if response.status_code == 204 or not response.content:
+        return None
+    if "json" in response.headers.get("content-type", ""):
+        try:
+            return response.json()
+        except ValueError:
+            pass
+    return response.text
+
+
+def result_or_raise(call: Call, response: httpx.Response) -> Any:
+    body = decode(response)
+    if response.is_success or response.status_code in call.ok_statuses:
+        return call.parse(body)
+    raise errors.error_for(response.status_code, body,
+                           retry_after=parse_retry_after(response.headers.get("Retry-After")))
+
+
+def retry_wait(policy: RetryPolicy, attempt: int, response: httpx.Response | Exception) -> float | None:
+    """Seconds to wait before the next attempt, or None to give up. Of the transport failures only
+    those where the request never reached the server are retried (a write is never sent twice)."""
+    if isinstance(response, Exception):
+        sent = not isinstance(response, (httpx.ConnectError, httpx.ConnectTimeout))
+        return None if sent else policy.wait(attempt, None)
+    if response.status_code not in RETRY_STATUSES:
+        return None
+    return policy.wait(attempt, parse_retry_after(response.headers.get("Retry-After")))
+
+
+def transport_error(exc: Exception) -> errors.NylonError:
+    if isinstance(exc, httpx.TimeoutException):
+        return errors.Timeout(f"timed out: {exc}")
+    return errors.TransportError(f"{type(exc).__name__}: {exc}")
+
+
+def _page(parse_item):
+    def parse(body: dict) -> Page:
+        nxt = body.get("next")
+        cursor = httpx.URL(nxt).params.get("cursor") if nxt else None
+        return Page(items=[parse_item(x) for x in body.get("results", [])], next_cursor=cursor, raw=body)
+
+    return parse
+
+
+def _clean(d: dict) -> dict:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def _context_or_none(body) -> Context | None:
+    if not isinstance(body, dict) or "error" in body:
+        return None  # 404: the server has no context endpoint
+    return Context.from_json(body)
+
+
+class Endpoints:
+    """The API, written once. ``self._call(Call)`` is provided by the sync and async clients."""
+
+    def _call(self, call: Call):  # pragma: no cover - implemented by the clients
+        raise NotImplementedError
+
+    # -- writes --------------------------------------------------------------------------------
+    def weave(self, text: str, *, speaker: str = "", session_key: str = "", occurred_at=None,
+              event_id: str = "", caption: str = "", metadata: dict | None = None,
+              visibility: str | None = None, team_id: int | None = None):
+        """Write one turn (a verbatim leaf). Returns a ``WeaveResult``."""
+        body = Turn(text=text, speaker=speaker, occurred_at=occurred_at, event_id=event_id, caption=caption,
+                    metadata=metadata or {}).to_json()
+        if session_key:
+            body["session_key"] = session_key
+        body.update(_clean({"visibility": visibility, "team_id": team_id}))
+        return self._call(Call("POST", f"{API}/memories/weave", json=body, parse=WeaveResult.from_json))
+
+    def weave_session(self, session_key: str, turns: Iterable[Turn | str | dict], *, end_session: bool = False,
+                      visibility: str | None = None, team_id: int | None = None):
+        """Write a batch of turns of one session (idempotent per ``event_id``)."""
+        body = {"session_key": session_key, "turns": [Turn.coerce(t).to_json() for t in turns],
+                "end_session": end_session}
+        body.update(_clean({"visibility": visibility, "team_id": team_id}))
+        return self._call(Call("POST", f"{API}/memories/weave-session", json=body, parse=WeaveResult.from_json))
+
+    # -- reads ---------------------------------------------------------------------------------
+    def resonate(self, query: str, *, k: int = 10, depth: int | None = None, reinforce: bool = True):
+        """Retrieve memories for ``query``; every hit carries its explanation."""
+        body = _clean({"query": query, "k": k, "depth": depth, "reinforce": reinforce})
+        return self._call(Call("POST", f"{API}/memories/resonate", json=body, parse=ResonateResult.from_json))
+
+    def context(self, query: str = "", *, k: int | None = None, reinforce: bool = True):
+        """The agent context (persona, scenario index, recall for ``query``, ``stable_hash``); None
+        when the server does not offer ``/api/v1/context`` (an older server)."""
+        body = _clean({"query": query or None, "k": k, "reinforce": reinforce})
+        return self._call(Call("POST", f"{API}/context", json=body, parse=_context_or_none,
+                               ok_statuses=frozenset({404})))
+
+    def get_node(self, node_id: int):
+        return self._call(Call("GET", f"{API}/memories/nodes/{int(node_id)}", parse=Node.from_json))
+
+    def list_nodes(self, *, kind: str | None = None, session_key: str | None = None, limit: int | None = None,
+                   cursor: str | None = None):
+        """One page of nodes (newest first); pass ``page.next_cursor`` for the next."""
+        params = _clean({"kind": kind, "session_key": session_key, "limit": limit, "cursor": cursor})
+        return self._call(Call("GET", f"{API}/memories/nodes", params=params, parse=_page(Node.from_json)))
+
+    def delete_node(self, node_id: int):
+        return self._call(Call("DELETE", f"{API}/memories/nodes/{int(node_id)}"))
+
+    # -- governance ----------------------------------------------------------------------------
+    def list_conflicts(self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None):
+        params = _clean({"status": status, "limit": limit, "cursor": cursor})
+        return self._call(Call("GET", f"{API}/conflicts", params=params, parse=_page(Conflict.from_json)))
+
+    def resolve_conflict(self, conflict_id: int, action: str, *, keep: int | None = None):
+        """``action``: keep_both | supersede | reject; ``keep``: the node id to keep (supersede)."""
+        body = _clean({"action": action, "keep": keep})
+        return self._call(Call("POST", f"{API}/conflicts/{int(conflict_id)}/resolve", json=body,
+                               parse=Conflict.from_json))
+
+    def export(self):
+        """The organisation's memory as JSONL text (org admins only: agent keys get PermissionDenied)."""
+        return self._call(Call("GET", f"{API}/export"))
+
+    def import_(self, jsonl: str | Iterable[dict]):
+        """Load an export (JSONL text, or an iterable of its records); returns the server's counts."""
+        text = jsonl if isinstance(jsonl, str) else "\n".join(json.dumps(r) for r in jsonl)
+        return self._call(Call("POST", f"{API}/import", json={"jsonl": text}))
+
+    def proxy_stats(self):
+        """Per-agent memory-proxy measurements (tokens injected, prefix stability, overhead)."""
+        return self._call(Call("GET", f"{API}/proxy/stats"))
+
+    def health(self):
+        """``/healthz``; a 503 (service down) is returned as a ``Health``, not raised."""
+        return self._call(Call("GET", "/healthz", parse=Health.from_json, ok_statuses=frozenset({503})))
+
+
+def client_headers(api_key: str | None, extra: dict | None) -> dict:
+    headers = {"User-Agent": f"nylon-sdk-python/{__version__}", "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    headers.update(extra or {})
+    return headers
+
+
+__all__ = ["Call", "Endpoints", "RetryPolicy", "Hit"]

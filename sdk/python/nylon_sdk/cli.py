@@ -1,0 +1,325 @@
+"""``nylon``: the command line over ``nylon_sdk.Client``.
+
+Configuration, first found wins: ``--url``/``--key`` flags, ``NYLON_URL``/``NYLON_API_KEY``, the
+config file (``$NYLON_CONFIG``, else ``$XDG_CONFIG_HOME/nylon/config.json``, else
+``~/.config/nylon/config.json``; written by ``nylon configure`` with mode 0600)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from .client import Client
+from .errors import APIError, NylonError
+from .types import Turn
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def config_path() -> Path:
+    if os.environ.get("NYLON_CONFIG"):
+        return Path(os.environ["NYLON_CONFIG"])
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "nylon" / "config.json"
+
+
+def load_config() -> dict:
+    try:
+        return json.loads(config_path().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def resolve(args) -> tuple[str, str | None]:
+    cfg = load_config()
+    url = args.url or os.environ.get("NYLON_URL") or cfg.get("url") or DEFAULT_URL
+    key = args.key or os.environ.get("NYLON_API_KEY") or cfg.get("api_key")
+    return url, key
+
+
+# -- input -------------------------------------------------------------------------------------
+
+def read_turns(text: str) -> list[Turn]:
+    """A JSON list (of strings or turn objects), ``{"turns": [...]}``, JSONL (one turn a line),
+    or plain text (one turn a non-empty line)."""
+    stripped = text.strip()
+    if not stripped:
+        return []
+    if stripped[0] in "[{":
+        try:
+            doc = json.loads(stripped)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and "turns" in doc:
+            doc = doc["turns"]
+        if isinstance(doc, dict):
+            doc = [doc]
+        if isinstance(doc, list):
+            return [Turn.coerce(t) for t in doc]
+        return [Turn.coerce(json.loads(line)) for line in stripped.splitlines() if line.strip()]
+    return [Turn(text=line) for line in stripped.splitlines() if line.strip()]
+
+
+def batches(items: list, size: int) -> Iterator[list]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+class Progress:
+    """A one-line progress bar on stderr."""
+
+    def __init__(self, total: int, label: str, enabled: bool = True, width: int = 30):
+        self.total, self.label, self.enabled, self.width = max(total, 1), label, enabled, width
+        self.done = 0
+        self.t0 = time.monotonic()
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        if not self.enabled:
+            return
+        filled = int(self.width * self.done / self.total)
+        rate = self.done / max(time.monotonic() - self.t0, 1e-6)
+        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] "
+                         f"{self.done}/{self.total} {rate:.0f}/s")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
+# -- output ------------------------------------------------------------------------------------
+
+def table(rows: Iterable[list], headers: list[str], max_width: int = 70) -> str:
+    def cell(v) -> str:
+        s = " ".join(str(v).split())
+        return s if len(s) <= max_width else s[:max_width - 1] + "…"
+
+    rows = [[cell(v) for v in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(out)
+
+
+def emit(obj) -> None:
+    print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+def cmd_configure(args, _client) -> int:
+    path = config_path()
+    cfg = load_config()
+    if args.url:
+        cfg["url"] = args.url
+    if args.key:
+        cfg["api_key"] = args.key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(cfg, f, indent=2)
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_health(args, client: Client) -> int:
+    h = client.health()
+    if args.json:
+        emit(h.raw)
+    else:
+        print(f"status: {h.status}")
+        for name, c in h.raw.get("checks", {}).items():
+            print(f"  {name:<9} {c.get('status', '?'):<9} {c.get('detail', '')}")
+    return 0 if h.status in ("ok", "degraded") else 1
+
+
+def cmd_weave(args, client: Client) -> int:
+    text = sys.stdin.read() if args.file in (None, "-") else Path(args.file).read_text(encoding="utf-8")
+    turns = read_turns(text)
+    if not turns:
+        print("nothing to weave", file=sys.stderr)
+        return 1
+    session = args.session or f"cli-{int(time.time())}"
+    progress = Progress(len(turns), "weave", enabled=not args.quiet)
+    node_ids: list[int] = []
+    for chunk in batches(turns, args.batch):
+        res = client.weave_session(session, chunk, visibility=args.visibility, team_id=args.team)
+        node_ids += res.node_ids
+        progress.advance(len(chunk))
+    progress.close()
+    if args.json:
+        emit({"session_key": session, "node_ids": node_ids})
+    else:
+        print(f"woven {len(turns)} turns into session {session} ({len(node_ids)} nodes)")
+    return 0
+
+
+def cmd_resonate(args, client: Client) -> int:
+    res = client.resonate(args.query, k=args.k, depth=args.depth, reinforce=not args.no_reinforce)
+    if args.json:
+        emit(res.raw)
+        return 0
+    rows = []
+    for i, h in enumerate(res.hits, 1):
+        why = ",".join(f"{c}#{r}" for c, r in sorted((h.explanation.channels or {}).items()))
+        rows.append([i, f"{h.score:.3f}", h.node_id, h.kind, why or f"hop {h.explanation.hops}", h.text])
+    print(table(rows, ["#", "score", "node", "kind", "why", "text"]))
+    route = res.route or {}
+    print(f"\n{len(res.hits)} hits · route {route.get('qtype', '?')}/depth {route.get('depth', '?')} · "
+          f"{res.timing_ms.get('total', 0):.1f} ms · served by {res.served_by}"
+          + (f" · degraded: {', '.join(res.degraded)}" if res.degraded else ""))
+    return 0
+
+
+def cmd_context(args, client: Client) -> int:
+    ctx = client.context(args.query)
+    if ctx is None:
+        print("this server has no context endpoint", file=sys.stderr)
+        return 2
+    emit(ctx.raw)
+    return 0
+
+
+def cmd_nodes(args, client: Client) -> int:
+    if args.action == "get":
+        emit(client.get_node(args.id).raw)
+    elif args.action == "delete":
+        client.delete_node(args.id)
+        print(f"deleted node {args.id}")
+    else:
+        nodes = client.iter_nodes(kind=args.kind, session_key=args.session)
+        items = [n for _, n in zip(range(args.limit), nodes, strict=False)]
+        if args.json:
+            emit([n.raw for n in items])
+        else:
+            print(table([[n.id, n.kind, n.speaker, n.visibility, n.text] for n in items],
+                        ["id", "kind", "speaker", "visibility", "text"]))
+    return 0
+
+
+def cmd_conflicts(args, client: Client) -> int:
+    if args.action == "resolve":
+        emit(client.resolve_conflict(args.id, args.resolution, keep=args.keep).raw)
+        return 0
+    items = list(client.iter_conflicts(status=args.status))
+    if args.json:
+        emit([c.raw for c in items])
+    else:
+        print(table([[c.id, c.status, c.node_a.get("id"), c.node_b.get("id"), c.reason] for c in items],
+                    ["id", "status", "a", "b", "reason"]))
+    return 0
+
+
+def cmd_export(args, client: Client) -> int:
+    text = client.export()
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args, client: Client) -> int:
+    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+    emit(client.import_(text))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nylon", description="Nylon team memory from the command line.")
+    p.add_argument("--url", help="service URL (env NYLON_URL)")
+    p.add_argument("--key", help="agent API key (env NYLON_API_KEY)")
+    p.add_argument("--timeout", type=float, default=30.0)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("configure", help="save URL and key to the config file")
+    s.set_defaults(fn=cmd_configure, needs_client=False)
+
+    s = sub.add_parser("health", help="service health")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_health)
+
+    s = sub.add_parser("weave", help="write turns from stdin or a text/JSON/JSONL file")
+    s.add_argument("file", nargs="?", help="path, or - for stdin (default)")
+    s.add_argument("--session", help="session key (default: cli-<time>)")
+    s.add_argument("--visibility", choices=["private", "team", "org"])
+    s.add_argument("--team", type=int)
+    s.add_argument("--batch", type=int, default=200, help="turns per request")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_weave)
+
+    s = sub.add_parser("resonate", help="retrieve memories for a query")
+    s.add_argument("query")
+    s.add_argument("-k", type=int, default=10)
+    s.add_argument("--depth", type=int)
+    s.add_argument("--no-reinforce", action="store_true")
+    s.add_argument("--json", action="store_true", help="the full answer with explanations")
+    s.set_defaults(fn=cmd_resonate)
+
+    s = sub.add_parser("context", help="the agent context bundle for a query")
+    s.add_argument("query", nargs="?", default="")
+    s.set_defaults(fn=cmd_context)
+
+    s = sub.add_parser("nodes", help="list, show or delete memory nodes")
+    s.add_argument("action", choices=["list", "get", "delete"])
+    s.add_argument("id", nargs="?", type=int)
+    s.add_argument("--kind")
+    s.add_argument("--session")
+    s.add_argument("--limit", type=int, default=50)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_nodes)
+
+    s = sub.add_parser("conflicts", help="list or resolve conflicts")
+    s.add_argument("action", choices=["list", "resolve"])
+    s.add_argument("id", nargs="?", type=int)
+    s.add_argument("resolution", nargs="?", choices=["keep_both", "supersede", "reject"])
+    s.add_argument("--keep", type=int)
+    s.add_argument("--status")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_conflicts)
+
+    s = sub.add_parser("export", help="export the organisation's memory as JSONL (org admins)")
+    s.add_argument("-o", "--output")
+    s.set_defaults(fn=cmd_export)
+
+    s = sub.add_parser("import", help="import a JSONL export (org admins)")
+    s.add_argument("file", help="path, or - for stdin")
+    s.set_defaults(fn=cmd_import)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    if args.command == "configure":
+        return cmd_configure(args, None)
+    if args.command in ("nodes",) and args.action in ("get", "delete") and args.id is None:
+        p.error(f"nodes {args.action} needs an id")
+    if args.command == "conflicts" and args.action == "resolve" and (args.id is None or not args.resolution):
+        p.error("conflicts resolve needs an id and a resolution")
+    url, key = resolve(args)
+    try:
+        with Client(url, key, timeout=args.timeout) as client:
+            return args.fn(args, client)
+    except APIError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except NylonError as exc:
+        print(f"error: {exc} ({url})", file=sys.stderr)
+        return 3
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
