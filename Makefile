@@ -6,16 +6,17 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint bench-locomo clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml sdk/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev]" -e sdk/python
 	touch $(STAMP)
 
 run: $(STAMP)
 	$(PY) manage.py nylon_run
 
 test: $(STAMP)
+	command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 

@@ -7,6 +7,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
+from assets.access import access_node
 from nylon_project.api import Api, StrictSerializer
 from nylon_project.pagination import CursorPage
 from teams import access
@@ -16,7 +17,7 @@ from .engine.types import MAX_K
 from .engine.types import NodeKind as EngineNodeKind
 from .models import NodeKind, Visibility
 
-WRITE_VISIBILITIES = [Visibility.PRIVATE, Visibility.TEAM, Visibility.ORG]
+WRITE_VISIBILITIES = [Visibility.PRIVATE, Visibility.TEAM, Visibility.ORG, Visibility.RESTRICTED]
 
 
 class TurnInput(StrictSerializer):
@@ -144,24 +145,15 @@ class NodeListApi(Api):
 
 
 class NodeDetailApi(Api):
+    # Access (and its audit entry) is decided by assets.access, the one module for nodes and assets.
     @extend_schema(responses=NodeOutput)
     def get(self, request, node_id: int):
-        node = selectors.node_get(actor=request.actor, node_id=node_id)
-        if node is None:
-            raise Http404
+        node = access_node(request.actor, node_id, for_write=False, request_id=self.request_id())
         return Response(NodeOutput(node).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, node_id: int):
-        node = selectors.node_get(actor=request.actor, node_id=node_id)
-        if node is None:
-            raise Http404
-        is_owner = (node.owner_agent_id == getattr(request.actor.agent, "id", -1)
-                    or node.owner_user_id == getattr(request.actor.user, "id", -1))
-        if not is_owner and not request.actor.is_org_admin:
-            from rest_framework.exceptions import PermissionDenied
-
-            raise PermissionDenied("Only the owner or an org admin may delete this memory.")
+        node = access_node(request.actor, node_id, for_write=True, request_id=self.request_id())
         services.node_delete(actor=request.actor, node=node, request_id=self.request_id())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -175,6 +167,8 @@ class HitOutput(serializers.Serializer):
 
 
 class ResonateApi(Api):
+    read_methods = ("POST",)  # a query, not a write: read-only keys may resonate
+
     class InputSerializer(StrictSerializer):
         query = serializers.CharField(max_length=4000)
         k = serializers.IntegerField(min_value=1, max_value=MAX_K, default=10)

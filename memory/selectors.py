@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from django.db.models import Q, QuerySet
 
+from assets.access import restricted_node_ids, restricted_node_q
 from teams.auth import Actor
 
 from .cache import get_cache, now_days
@@ -25,6 +26,7 @@ def visible_nodes(*, actor: Actor) -> QuerySet[Node]:
     own = Q(owner_agent=actor.agent) if actor.agent is not None else Q(owner_user=actor.user)
     q = (Q(visibility=Visibility.PRIVATE) & own) | Q(visibility=Visibility.ORG)
     q |= Q(visibility=Visibility.TEAM) & (own | Q(team_id__in=list(actor.team_ids)))
+    q |= restricted_node_q(actor)  # restricted: owner + ACL grantees only (assets.access)
     return Node.objects.filter(org=actor.org, deleted_at__isnull=True).filter(q)
 
 
@@ -67,7 +69,8 @@ def resonate_for(
         result = resonate_sql(visible_nodes(actor=actor), query=query, query_vec=query_vec, params=params,
                               now_days=now_days())
     else:
-        allowed = index.visibility_mask(owner_keys=[actor.owner_key], team_ids=list(actor.team_ids))
+        allowed = index.visibility_mask(owner_keys=[actor.owner_key], team_ids=list(actor.team_ids),
+                                        restricted_allowed_node_ids=restricted_node_ids(actor))
         result = resonate(index, query_text=query, query_tokens=tokenize(query), query_vec=query_vec,
                           allowed=allowed, params=params, now_days=now_days())
     return ResonateOutcome(result=result, plan=plan, params=params, embed_ms=embed_ms,

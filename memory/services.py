@@ -167,8 +167,19 @@ def _write_session(*, actor, turns, texts, vectors, session_key, visibility, tea
                      detail={"nodes": len(new_nodes), "edges": len(edges)}, request_id=request_id)
         events.publish(actor.org.id, "memory.woven", {"node_ids": [n.id for n in new_nodes][:50],
                                                       "session_key": session_key})
+        _after_commit(org_id=actor.org.id, node_ids=[n.id for n in new_nodes],
+                      ended_session_id=session.id if session is not None and end_session else None)
     return WeaveResult(node_ids=node_ids, event_ids=event_ids, created=len(new_nodes),
                        embedded=vectors is not None, session_key=session_key)
+
+
+def _after_commit(**kwargs) -> None:
+    """Background work (conflict detection, abstraction of an ended session) once committed."""
+    from functools import partial
+
+    from reflection import hooks
+
+    transaction.on_commit(partial(hooks.after_weave, **kwargs), robust=True)
 
 
 def _edge(actor, src_id: int, dst_id: int, kind: str) -> Edge:
@@ -206,24 +217,22 @@ def _link(actor: Actor, owner: dict, nodes: list[Node], prev_id: int | None) -> 
                         edges.append(_edge(actor, other, n.id, EdgeKind.ENTITY))
                     earlier.insert(0, n.id)  # later turns of this batch link to this one first
         # Similar: nearest earlier nodes of the owner by cosine, kept only above a threshold.
-        for n in nodes:
-            if n.embedding is None:
-                continue
+        # One LATERAL query for the whole batch (each probe uses the HNSW index).
+        with_vec = [n.id for n in nodes if n.embedding is not None]
+        if with_vec:
             cur.execute(
-                f"""SELECT id, 1 - (embedding <=> %s::vector) FROM memory_node
-                    WHERE org_id = %s AND {owner_sql} = %s AND deleted_at IS NULL AND embedding IS NOT NULL
-                      AND NOT (id = ANY(%s))
-                    ORDER BY embedding <=> %s::vector LIMIT %s""",
-                [_vec(n.embedding), actor.org.id, owner_id, list(new_ids), _vec(n.embedding), SIMILAR_PER_NODE],
+                f"""SELECT n.id, c.id, c.sim FROM memory_node n, LATERAL (
+                        SELECT m.id, 1 - (m.embedding <=> n.embedding) AS sim FROM memory_node m
+                        WHERE m.org_id = %s AND m.{owner_sql} = %s AND m.deleted_at IS NULL
+                          AND m.embedding IS NOT NULL AND NOT (m.id = ANY(%s))
+                        ORDER BY m.embedding <=> n.embedding LIMIT %s) c
+                    WHERE n.id = ANY(%s)""",
+                [actor.org.id, owner_id, list(new_ids), SIMILAR_PER_NODE, with_vec],
             )
-            for other, sim in cur.fetchall():
+            for nid, other, sim in cur.fetchall():
                 if sim >= SIMILAR_MIN_COSINE:
-                    edges.append(_edge(actor, other, n.id, EdgeKind.SIMILAR))
+                    edges.append(_edge(actor, other, nid, EdgeKind.SIMILAR))
     return edges
-
-
-def _vec(v) -> str:
-    return "[" + ",".join(f"{x:.6f}" for x in v) + "]"
 
 
 @transaction.atomic

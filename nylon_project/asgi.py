@@ -13,11 +13,25 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app regi
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from assets.mcp import http_app as mcp_http_app  # noqa: E402
 from frontend.routing import websocket_urlpatterns  # noqa: E402
+
+# MCP over streamable HTTP at /mcp (agent key in the Authorization header); its lifespan runs the
+# MCP session manager. Everything else over HTTP is Django.
+mcp_app = mcp_http_app()
+
+
+async def http_router(scope, receive, send):
+    path = scope.get("path", "")
+    if path == "/mcp" or path.startswith("/mcp/"):
+        return await mcp_app(scope, receive, send)
+    return await django_asgi_app(scope, receive, send)
+
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": http_router,
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "lifespan": mcp_app,
     }
 )

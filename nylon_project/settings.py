@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "assets",
     "reflection",
     "frontend",
+    "proxy",
 ]
 
 MIDDLEWARE = [
@@ -108,7 +109,13 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("NYLON_CELERY_QUEUE", "nylon")
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("NYLON_CELERY_VISIBILITY_TIMEOUT", 600)}
+# Unacknowledged tasks (worker killed mid-task) return to the queue after visibility_timeout; the
+# sweep that returns them runs about every restore_interval * restore_throttle seconds.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("NYLON_CELERY_VISIBILITY_TIMEOUT", 600),
+    "unacked_restore_interval": env_int("NYLON_CELERY_RESTORE_INTERVAL", 10),
+    "unacked_restore_throttle": env_int("NYLON_CELERY_RESTORE_THROTTLE", 10),
+}
 CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.nylon_home() / "celerybeat-schedule")
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BEAT_SCHEDULE = {
@@ -185,6 +192,16 @@ NYLON_ABSTRACTION_RETRY_SECS = env_int("NYLON_ABSTRACTION_RETRY_SECS", 300)
 NYLON_ABSTRACTION_MAX_ATTEMPTS = env_int("NYLON_ABSTRACTION_MAX_ATTEMPTS", 20)
 # Background tasks are enqueued after commit (tests that run no worker turn this off).
 NYLON_ENQUEUE_TASKS = env_bool("NYLON_ENQUEUE_TASKS", True)
+
+# Memory proxy (proxy/): upstreams (base URLs ending in /v1), the time budget for the key check and
+# the context bundle (beyond it the request goes through unmodified), and the injection caps.
+NYLON_PROXY_OPENAI_UPSTREAM = os.environ.get("NYLON_PROXY_OPENAI_UPSTREAM", "https://api.openai.com/v1")
+NYLON_PROXY_ANTHROPIC_UPSTREAM = os.environ.get("NYLON_PROXY_ANTHROPIC_UPSTREAM", "https://api.anthropic.com/v1")
+NYLON_PROXY_BUDGET_MS = env_float("NYLON_PROXY_BUDGET_MS", 300)
+NYLON_PROXY_TIMEOUT_SECS = env_float("NYLON_PROXY_TIMEOUT_SECS", 600)
+NYLON_PROXY_HITS_K = env_int("NYLON_PROXY_HITS_K", 5)
+NYLON_PROXY_MAX_HIT_CHARS = env_int("NYLON_PROXY_MAX_HIT_CHARS", 400)
+NYLON_PROXY_MAX_HITS_CHARS = env_int("NYLON_PROXY_MAX_HITS_CHARS", 2000)
 
 LOGGING = {
     "version": 1,

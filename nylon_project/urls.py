@@ -7,11 +7,14 @@ from .health import healthz
 api_v1 = [
     path("", include("teams.urls")),
     path("", include("memory.urls")),
+    path("", include("assets.urls")),
+    path("", include("reflection.urls")),
 ]
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include(api_v1)),
+    path("", include("proxy.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("admin/", admin.site.urls),

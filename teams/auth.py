@@ -203,7 +203,9 @@ class IsOrgActor(permissions.BasePermission):
         actor = getattr(request, "actor", None)
         if actor is None:
             return False
-        needed = Scope.READ if request.method in permissions.SAFE_METHODS else Scope.WRITE
+        # Query endpoints that take a body (resonate, context) are reads served over POST.
+        reads = permissions.SAFE_METHODS + tuple(getattr(view, "read_methods", ()))
+        needed = Scope.READ if request.method in reads else Scope.WRITE
         return actor.can(needed)
 
 

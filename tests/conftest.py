@@ -4,6 +4,7 @@ outsider user in neither. Integration tests use the real Postgres, Redis and Cel
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +26,13 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
 
     db = settings.DATABASES["default"]
     db.setdefault("TEST", {})["NAME"] = f"test_{db['NAME']}_{os.getpid()}"
+
+
+@pytest.fixture(autouse=True)
+def _background_tasks(request, settings):
+    """Only tests that run a real worker enqueue background tasks; the others call the services."""
+    if "celery_worker_process" not in request.fixturenames:
+        settings.NYLON_ENQUEUE_TASKS = False
 
 
 @dataclass
@@ -82,9 +90,41 @@ def client_for():
     return make
 
 
+def _spawn_worker(env: dict, queue: str, log):
+    # Its own process group, so a test can kill -9 the worker with its pool children.
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "nylon_project", "worker", "-Q", queue, "-l", "INFO",
+         "--concurrency", "2", "-n", f"{queue}@%h", "--without-gossip", "--without-mingle"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+
+def _wait_for_worker(app, queue: str, proc, log) -> None:
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        replies = app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=0.5)
+        if replies:
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"worker exited: see {log.name}")
+    _signal_group(proc, signal.SIGKILL)
+    raise RuntimeError(f"worker did not start: see {log.name}")
+
+
+def _signal_group(proc, sig) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, django_db_blocker):
-    """A real Celery worker process bound to the test database and a queue of its own."""
+    """A real Celery worker process bound to the test database and a queue of its own.
+
+    Yields a dict: proc, queue, log, env, and ``kill9()`` (SIGKILL to the worker and its pool,
+    tasks in flight are lost to it) and ``restart()`` (start a fresh worker on the same queue).
+    Unacknowledged tasks return to the queue after NYLON_CELERY_VISIBILITY_TIMEOUT (10 s here)."""
     from django.conf import settings
     from django.db import connection
 
@@ -96,30 +136,32 @@ def celery_worker_process(django_db_setup, django_db_blocker):
                                                      connection.settings_dict["NAME"])
     env["NYLON_CELERY_QUEUE"] = queue
     env["NYLON_TEST_WORKER"] = "1"
+    env["NYLON_CELERY_VISIBILITY_TIMEOUT"] = "10"
+    env["NYLON_CELERY_RESTORE_INTERVAL"] = "2"
+    env["NYLON_CELERY_RESTORE_THROTTLE"] = "1"
     log = open(embedded.nylon_home() / f"worker-{queue}.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "nylon_project", "worker", "-Q", queue, "-l", "INFO",
-         "--concurrency", "2", "-n", f"{queue}@%h", "--without-gossip", "--without-mingle"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
     settings.CELERY_TASK_DEFAULT_QUEUE = queue
     from nylon_project.celery import app
 
     app.conf.task_default_queue = queue
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        replies = app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=0.5)
-        if replies:
-            break
-        if proc.poll() is not None:
-            raise RuntimeError(f"worker exited: see {log.name}")
-    else:
-        proc.kill()
-        raise RuntimeError(f"worker did not start: see {log.name}")
-    yield {"proc": proc, "queue": queue, "log": log.name, "env": env}
-    proc.terminate()
+    handle: dict = {"queue": queue, "log": log.name, "env": env, "proc": _spawn_worker(env, queue, log)}
+    _wait_for_worker(app, queue, handle["proc"], log)
+
+    def kill9() -> None:
+        _signal_group(handle["proc"], signal.SIGKILL)
+        handle["proc"].wait(timeout=20)
+
+    def restart() -> None:
+        if handle["proc"].poll() is None:
+            kill9()
+        handle["proc"] = _spawn_worker(env, queue, log)
+        _wait_for_worker(app, queue, handle["proc"], log)
+
+    handle["kill9"], handle["restart"] = kill9, restart
+    yield handle
+    _signal_group(handle["proc"], signal.SIGTERM)
     try:
-        proc.wait(timeout=20)
+        handle["proc"].wait(timeout=20)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        _signal_group(handle["proc"], signal.SIGKILL)
     log.close()

@@ -161,3 +161,15 @@ def test_oversized_org_is_served_from_postgres(world, client_for, settings):
     finally:
         cache_mod._cache = old
     assert r["served_by"] == "postgres" and r["hits"]
+
+
+def test_read_only_key_may_resonate_but_not_weave(world, client_for):
+    from teams import services
+    from teams.models import Scope
+
+    _weave(client_for(world["a"].key))
+    _, ro = services.api_key_create(actor=None, agent=world["a"].agent, scopes=[Scope.READ])
+    c = client_for(ro)
+    r = c.post("/api/v1/memories/resonate", {"query": "Ben's cat", "reinforce": False}, format="json")
+    assert r.status_code == 200 and r.json()["hits"]
+    assert c.post("/api/v1/memories/weave", {"text": "x"}, format="json").status_code == 403

@@ -63,7 +63,7 @@ def test_continuing_a_session_links_to_its_last_turn(world, client_for):
     ({"session_key": "s", "turns": [{"text": "x" * 20_001}]}, "turns"),
     ({"session_key": "s", "turns": [{"text": "ok", "when": "typo"}]}, "turns"),
     ({"turns": [{"text": "ok"}]}, "session_key"),
-    ({"session_key": "s", "turns": [{"text": "ok"}], "visibility": "restricted"}, "visibility"),
+    ({"session_key": "s", "turns": [{"text": "ok"}], "visibility": "secret"}, "visibility"),
     ({"session_key": "s", "turns": [{"text": "ok", "occurred_at": "yesterday-ish"}]}, "turns"),
 ])
 def test_bad_input_is_400_and_writes_nothing(world, client_for, body, field):
@@ -90,3 +90,16 @@ def test_team_visibility_needs_own_team(world, client_for):
                                         format="json")
     assert r.status_code == 201
     assert Node.objects.get(id=r.json()["node_ids"][0]).team_id == world["a"].team.id
+
+
+def test_similar_edges_link_to_the_nearest_earlier_memories(world, client_for):
+    c = client_for(world["a"].key)
+    first = c.post("/api/v1/memories/weave", {"text": "The nightly backup job failed because the disk was full."},
+                   format="json").json()["node_ids"][0]
+    c.post("/api/v1/memories/weave", {"text": "Lunch options near the office include ramen and tacos."},
+           format="json")
+    again = c.post("/api/v1/memories/weave", {"text": "Nightly backup job failed again: the disk is full."},
+                   format="json").json()["node_ids"][0]
+    similar = set(Edge.objects.filter(dst_id=again, kind="similar").values_list("src_id", flat=True))
+    assert first in similar
+    assert len(similar) == 1  # the unrelated lunch note is below the cosine threshold
