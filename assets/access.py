@@ -134,6 +134,12 @@ def _deny(actor: Actor, *, object_type: str, object_id, for_write: bool, reason:
     raise PermissionDenied(message or "You may not change this object.")
 
 
+def node_writable(actor: Actor, node: Node) -> bool:
+    """May the actor change this (readable) node? For showing controls; writes still go through
+    ``access_node(..., for_write=True)``."""
+    return node_readable(actor, node) and _writable(actor, node, ObjectType.NODE)[0]
+
+
 def node_readable(actor: Actor, node: Node) -> bool:
     return node.org_id == actor.org.id and node.deleted_at is None and _visible(actor, node, ObjectType.NODE)[0]
 

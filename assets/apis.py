@@ -457,3 +457,15 @@ class ImportApi(Api):
         except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
             raise serializers.ValidationError({"jsonl": [str(exc)[:200]]}) from None
         return Response(counts, status=status.HTTP_201_CREATED)
+
+
+class NodeGovernanceApi(Api):
+    """The five questions of a memory: provenance, lineage, conflicts and validity, change rights,
+    degraded dependencies. (Why it was recalled is in each resonate hit's explanation.)"""
+
+    @extend_schema(responses=dict)
+    def get(self, request, node_id: int):
+        from .governance import node_governance
+
+        node = access.access_node(request.actor, node_id, for_write=False, request_id=self.request_id())
+        return Response(node_governance(actor=request.actor, node=node))

@@ -16,6 +16,7 @@ urlpatterns = [
     path("agents/<int:agent_id>/bindings/<int:binding_id>", apis.AgentBindingDetailApi.as_view(),
          name="agent-binding-detail"),
     path("audit", apis.AuditListApi.as_view(), name="audit-list"),
+    path("memories/nodes/<int:node_id>/governance", apis.NodeGovernanceApi.as_view(), name="node-governance"),
     path("context", apis.ContextApi.as_view(), name="context"),
     path("export", apis.ExportApi.as_view(), name="memory-export"),
     path("import", apis.ImportApi.as_view(), name="memory-import"),
