@@ -129,9 +129,9 @@ def _deny(actor: Actor, *, object_type: str, object_id, for_write: bool, reason:
           not_found: bool, message: str = "") -> None:
     _log(actor, object_type=object_type, object_id=object_id, for_write=for_write, allowed=False, reason=reason,
          request_id=request_id)
-    if not_found:
-        raise Http404
-    raise PermissionDenied(message or "You may not change this object.")
+    exc = Http404() if not_found else PermissionDenied(message or "You may not change this object.")
+    exc.audited = True  # the exception handler must not log this denial a second time
+    raise exc
 
 
 def node_writable(actor: Actor, node: Node) -> bool:

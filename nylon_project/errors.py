@@ -49,6 +49,8 @@ def exception_handler(exc, context):
     if response is None:
         return None
     request = context.get("request")
+    if response.status_code == 403:
+        _audit_denial(exc, context)
     detail = exc.detail if isinstance(exc, exceptions.APIException) else None
     if isinstance(exc, exceptions.ValidationError):
         fields = _flatten(detail) if isinstance(detail, dict) else {"non_field_errors": _flatten_value(detail)}
@@ -65,3 +67,21 @@ def exception_handler(exc, context):
         body["request_id"] = request.request_id
     headers = {k: v for k, v in response.items()}
     return Response(body, status=response.status_code, headers=headers)
+
+
+def _audit_denial(exc, context) -> None:
+    """Every refused action reaches the audit log, including refusals raised deep in a service
+    (whose own transaction rolled back), unless the access module already recorded it."""
+    request = context.get("request")
+    actor = getattr(request, "actor", None)
+    if actor is None or getattr(exc, "audited", False):
+        return
+    from assets import audit
+    from assets.models import AuditEvent
+
+    view = context.get("view")
+    kwargs = context.get("kwargs") or {}
+    object_id = next((str(v) for k, v in kwargs.items() if k.endswith("_id")), "")
+    audit.record(actor=actor, action=f"{request.method.lower()}.{type(view).__name__}", object_type="api",
+                 object_id=object_id, outcome=AuditEvent.Outcome.DENIED, reason=str(getattr(exc, "detail", exc)),
+                 request_id=getattr(request._request, "request_id", ""))

@@ -44,3 +44,18 @@ def test_read_only(world, client_for):
     assert c.post("/api/v1/audit", {"action": "x"}, format="json").status_code == 405
     assert c.delete("/api/v1/audit").status_code == 405
     assert AuditEvent.objects.count() == before
+
+
+def test_denials_raised_inside_services_are_audited_once(world, client_for):
+    """A refusal deep in a service (its transaction rolled back) still reaches the audit log."""
+    from assets.models import AuditEvent
+
+    a = world["a"]
+    before = AuditEvent.objects.filter(org=a.org, outcome="denied").count()
+    r = client_for(a.member).post("/api/v1/teams", {"name": "Shadow"}, format="json")
+    assert r.status_code == 403
+    denied = AuditEvent.objects.filter(org=a.org, outcome="denied").order_by("-id")
+    assert denied.count() == before + 1
+    ev = denied.first()
+    assert ev.actor_id == a.member.id and ev.action == "post.TeamListCreateApi" and ev.request_id == r["X-Request-Id"]
+    assert "admin" in ev.reason
