@@ -10,8 +10,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from memory.models import Visibility
-from nylon_project.api import Api, StrictSerializer
-from nylon_project.pagination import CursorPage
+from nylon_project.api import Api, StrictSerializer, paginate, team_from_input
 from teams import access as team_access
 from teams.access import require_org_admin
 
@@ -30,21 +29,6 @@ from .models import (
     ObjectType,
     Permission,
 )
-
-
-def paginate(view: Api, qs, serializer_cls, **kw):
-    paginator = CursorPage()
-    page = paginator.paginate_queryset(qs, view.request, view=view)
-    return paginator.get_paginated_response(serializer_cls(page, many=True, **kw).data)
-
-
-def _team(actor, team_id):
-    if team_id is None:
-        return None
-    try:
-        return team_access.access_team_by_id(actor, team_id, for_write=False)
-    except Http404:
-        raise serializers.ValidationError({"team_id": ["No such team."]}) from None
 
 
 class AssetOutput(serializers.Serializer):
@@ -103,7 +87,7 @@ class AssetListCreateApi(Api):
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         d = dict(s.validated_data)
-        team = _team(request.actor, d.pop("team_id"))
+        team = team_from_input(request.actor, d.pop("team_id"))
         asset = services.asset_create(actor=request.actor, team=team, request_id=self.request_id(), **d)
         return Response(AssetOutput(asset).data, status=status.HTTP_201_CREATED)
 
@@ -197,7 +181,7 @@ class AssetPromoteApi(Api):
         s.is_valid(raise_exception=True)
         d = s.validated_data
         asset = services.asset_promote(actor=request.actor, asset=asset, visibility=d["visibility"],
-                                       team=_team(request.actor, d["team_id"]),
+                                       team=team_from_input(request.actor, d["team_id"]),
                                        expected_version=d["expected_version"], request_id=self.request_id())
         return Response(AssetOutput(asset).data)
 

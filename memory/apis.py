@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from assets.access import access_node
-from nylon_project.api import Api, StrictSerializer
-from nylon_project.pagination import CursorPage
-from teams import access
+from nylon_project.api import Api, StrictSerializer, paginate, team_from_input
 
 from . import selectors, services
 from .engine.types import MAX_K
@@ -47,15 +44,6 @@ class WeaveOutput(serializers.Serializer):
     session_key = serializers.CharField()
 
 
-def _team(actor, team_id):
-    if team_id is None:
-        return None
-    try:
-        return access.access_team_by_id(actor, team_id, for_write=False)
-    except Http404:
-        raise serializers.ValidationError({"team_id": ["No such team."]}) from None
-
-
 def _turn(d: dict) -> services.TurnIn:
     return services.TurnIn(text=d["text"], speaker=d["speaker"], occurred_at=d["occurred_at"],
                            event_id=d["event_id"], caption=d["caption"], metadata=d["metadata"])
@@ -72,7 +60,7 @@ class WeaveApi(Api):
         d = s.validated_data
         result = services.weave_session(
             actor=request.actor, turns=[_turn(d)], session_key=d["session_key"], visibility=d["visibility"],
-            team=_team(request.actor, d["team_id"]), request_id=self.request_id(),
+            team=team_from_input(request.actor, d["team_id"]), request_id=self.request_id(),
         )
         return Response(WeaveOutput(result).data, status=status.HTTP_201_CREATED)
 
@@ -90,7 +78,7 @@ class WeaveSessionApi(Api):
         d = s.validated_data
         result = services.weave_session(
             actor=request.actor, turns=[_turn(t) for t in d["turns"]], session_key=d["session_key"],
-            visibility=d["visibility"], team=_team(request.actor, d["team_id"]), end_session=d["end_session"],
+            visibility=d["visibility"], team=team_from_input(request.actor, d["team_id"]), end_session=d["end_session"],
             request_id=self.request_id(),
         )
         return Response(WeaveOutput(result).data, status=status.HTTP_201_CREATED)
@@ -139,9 +127,7 @@ class NodeListApi(Api):
         session = request.query_params.get("session_key")
         if session:
             qs = qs.filter(session_key=session)
-        paginator = CursorPage()
-        page = paginator.paginate_queryset(qs, request, view=self)
-        return paginator.get_paginated_response(NodeOutput(page, many=True).data)
+        return paginate(self, qs, NodeOutput)
 
 
 class NodeDetailApi(Api):

@@ -7,8 +7,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from nylon_project.api import Api, StrictSerializer
-from nylon_project.pagination import CursorPage
+from nylon_project.api import Api, StrictSerializer, paginate
 
 from . import conflicts, services
 from .models import Conflict
@@ -45,9 +44,7 @@ class ConflictListApi(Api):
             if wanted not in Conflict.Status.values:
                 raise serializers.ValidationError({"status": ["Unknown status."]})
             qs = qs.filter(status=wanted)
-        paginator = CursorPage()
-        page = paginator.paginate_queryset(qs, request, view=self)
-        return paginator.get_paginated_response(ConflictOutput(page, many=True).data)
+        return paginate(self, qs, ConflictOutput)
 
 
 class ConflictResolveApi(Api):

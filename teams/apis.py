@@ -7,17 +7,10 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
-from nylon_project.api import Api, StrictSerializer
-from nylon_project.pagination import CursorPage
+from nylon_project.api import Api, StrictSerializer, paginate, team_from_input
 
 from . import access, selectors, services
 from .models import Role, Scope, TeamRole
-
-
-def paginate(view: Api, qs, serializer_cls):
-    paginator = CursorPage()
-    page = paginator.paginate_queryset(qs, view.request, view=view)
-    return paginator.get_paginated_response(serializer_cls(page, many=True).data)
 
 
 class OrgOutput(serializers.Serializer):
@@ -197,15 +190,6 @@ class AgentOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-def _team_or_none(actor, team_id):
-    if team_id is None:
-        return None
-    try:
-        return access.access_team_by_id(actor, team_id, for_write=False)
-    except Http404:
-        raise serializers.ValidationError({"team_id": ["No such team."]}) from None
-
-
 class AgentListCreateApi(Api):
     class InputSerializer(StrictSerializer):
         name = serializers.CharField(max_length=200)
@@ -221,7 +205,7 @@ class AgentListCreateApi(Api):
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         data = dict(s.validated_data)
-        team = _team_or_none(request.actor, data.pop("team_id", None))
+        team = team_from_input(request.actor, data.pop("team_id", None))
         agent = services.agent_create(actor=request.actor, team=team, request_id=self.request_id(), **data)
         return Response(AgentOutput(agent).data, status=status.HTTP_201_CREATED)
 
@@ -244,7 +228,7 @@ class AgentDetailApi(Api):
         s.is_valid(raise_exception=True)
         data = dict(s.validated_data)
         if "team_id" in data:
-            data["team"] = _team_or_none(request.actor, data.pop("team_id"))
+            data["team"] = team_from_input(request.actor, data.pop("team_id"))
         agent = services.agent_update(actor=request.actor, agent=agent, data=data, request_id=self.request_id())
         return Response(AgentOutput(agent).data)
 
