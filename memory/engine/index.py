@@ -25,9 +25,6 @@ from .windows import ContextWindows
 
 __all__ = ["TenantIndex"]
 
-import os  # noqa: E402  (experiment switch)
-
-_WIDE = os.environ.get("NYLON_WIDE_WINDOWS", "") == "1"
 
 _COLUMNS: dict[str, tuple[Any, Any]] = {
     # name: (dtype, fill)
@@ -82,7 +79,6 @@ class TenantIndex:
         self.texts: list[str] = []
         self.bm25 = BM25Index(k1=bm25_k1, b=bm25_b)
         self.windows = ContextWindows(k1=bm25_k1, b=bm25_b)
-        self.wide_windows = ContextWindows(radius=3, k1=bm25_k1, b=bm25_b) if _WIDE else None
         self.vectors = VectorIndex(self.dim, **dict(vector_opts or {}))
         self.graph = Graph(0, **dict(graph_opts or {}))
 
@@ -139,8 +135,6 @@ class TenantIndex:
                 toks = rec.tokens if rec.tokens is not None else tokenize(rec.text)
                 self.bm25.add(pos, toks)
                 self.windows.update(pos, _window_key(rec), rec.seq, toks)
-                if self.wide_windows is not None:
-                    self.wide_windows.update(pos, _window_key(rec), rec.seq, toks)
                 if rec.vector is None:
                     missing.append(pos)
             else:
@@ -150,8 +144,6 @@ class TenantIndex:
                     toks = rec.tokens if rec.tokens is not None else tokenize(rec.text)
                     self.bm25.add(pos, toks)
                     self.windows.update(pos, _window_key(rec), rec.seq, toks)
-                    if self.wide_windows is not None:
-                        self.wide_windows.update(pos, _window_key(rec), rec.seq, toks)
             for name in _RECORD_COLUMNS:
                 cols[name].view[pos] = getattr(rec, name)
             cols["speaker_id"].view[pos] = self.speaker_id(rec.speaker, create=True)
@@ -224,8 +216,6 @@ class TenantIndex:
         for p in locs.tolist():
             self.bm25.remove(p)
             self.windows.remove(p)
-            if self.wide_windows is not None:
-                self.wide_windows.remove(p)
         self.vectors.remove(locs)
         return int(locs.size)
 

@@ -239,33 +239,21 @@ def resonate(
         else:
             win_ids, win_sc = _merge_lists(win_ids, win_sc, wv_ids, wv_sc)
 
-    wide = ()
-    if params.n_wide > 0 and params.w_wide > 0 and getattr(index, "wide_windows", None) is not None:
-        wide_ids, wide_sc = index.wide_windows.query(tokens, vis).top(params.n_wide, seedable)
-        wide = ((wide_ids, wide_sc, params.w_wide),)
-    if params.w_spk_ch > 0 and params.n_win > 0:
-        spk = _query_speakers(index, query_text)
-        if spk:
-            smask = seedable & np.isin(index.col("speaker_id"), spk)
-            s_ids, s_sc = wq.top(params.n_win, smask)
-            wide = wide + ((s_ids, s_sc, params.w_spk_ch),)
-    prf_ids = prf_sc = None
-    if params.n_prf > 0 and params.w_prf > 0 and tokens:
+    # Feedback channels read the first-pass fusion's best seeds (no labels: only the query's own
+    # top results), then join the channels of the final fusion.
+    extra: tuple = ()
+    if (params.n_prf > 0 and params.w_prf > 0 and tokens) or (params.w_vprf > 0 and qvec is not None):
         first, _ = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc, raw=True)
-        prf_ids, prf_sc = _prf_list(index, tokens, first[: params.prf_docs], vis, seedable, params)
-
-    if params.w_vprf > 0 and qvec is not None:
-        first, _ = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc, raw=True)
-        members = np.unique(np.fromiter(
-            (x for m in index.windows.neighbours(first[: params.prf_docs]) for x in m), np.int64))
-        mv = index.vectors.mean_vector(members[vis[members]]) if members.size else None
-        if mv is not None:
-            q2 = qvec / np.linalg.norm(qvec) + params.vprf_beta * mv
-            v2_ids, v2_sc = window_vector_top(index.windows, index.vectors, q2, params.n_wvec, vis, seedable)
-            wide = wide + ((v2_ids, v2_sc, params.w_vprf),)
-    seed_l, seed_a = fuse_seeds(
-        lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc, extra=_extra(prf_ids, prf_sc, params.w_prf) + wide
-    )
+        first = first[: max(0, params.prf_docs)]
+        if params.n_prf > 0 and params.w_prf > 0 and tokens and first.size:
+            p_ids, p_sc = _prf_list(index, tokens, first, vis, seedable, params)
+            if p_ids is not None:
+                extra += ((p_ids, p_sc, params.w_prf),)
+        if params.w_vprf > 0 and qvec is not None and first.size:
+            v_ids, v_sc = _vector_feedback(index, qvec, first, vis, seedable, params)
+            if v_ids is not None:
+                extra += ((v_ids, v_sc, params.w_vprf),)
+    seed_l, seed_a = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc, extra=extra)
     lex_rank = {int(x): r for r, x in enumerate(lex_ids.tolist(), 1)}
     vec_rank = {int(x): r for r, x in enumerate(vec_ids.tolist(), 1)}
     node_id_col = index.col("node_id")
@@ -299,12 +287,14 @@ def resonate(
     if params.final == "rank" and cand.size:
         final, cos = _rank_final(
             index, cand, score, qvec, params, (lex_ids, lex_sc, vec_ids, vec_sc, win_ids, win_sc), vis,
-            extra=_extra(prf_ids, prf_sc, params.w_prf) + wide,
+            extra=extra,
         )
         if params.w_rank_sess > 0:
             final = final + params.w_rank_sess * _rr(_session_scores(index, cand, bm, params.sess_top), params.rrf_k, cand)
+        if params.w_own > 0:
+            final = final + params.w_own / (params.rrf_k + 1) * bm.match_fraction(cand)
         if params.w_spk > 0:
-            final = final + params.w_spk / (params.rrf_k + 1) * _speaker_match(index, cand, query_text)
+            final = final + params.w_spk / (params.rrf_k + 1) * _speaker_match(index, cand, query_text, vis)
         if params.w_time > 0 and is_time_question(query_text or ""):
             final = final + params.w_time / (params.rrf_k + 1) * index.col("has_time")[cand]
         if params.w_ent > 0:
@@ -400,41 +390,53 @@ def _rr(values: np.ndarray, k: int, tie: np.ndarray) -> np.ndarray:
     return out
 
 
-def _extra(ids, sc, w):
-    return () if ids is None or w <= 0 else ((ids, sc, w),)
-
-
 def _prf_list(index, tokens, top, vis, seedable, params):
-    """Second window-BM25 pass with the query plus salient terms of the top seeds' windows."""
-    counts: dict[str, float] = {}
+    """Second window-BM25 pass: the query plus the ``prf_terms`` most salient terms of the top
+    seeds' windows (summed length-normalised tf x idf over visible windows; a term must occur in
+    two feedback windows, one alone is as likely noise as topic), weighted ``prf_beta``."""
     win = index.windows
-    for members in win.neighbours(top):
+    qset = set(tokens)
+    tf: dict[str, float] = {}
+    support: dict[str, int] = {}
+    groups = win.neighbours(top) if params.prf_source == "window" else [[int(x)] for x in top.tolist()]
+    for members in groups:
         toks = [t for m in members for t in win.own_tokens(m)]
         if not toks:
             continue
         inv = 1.0 / len(toks)
         for t in toks:
-            counts[t] = counts.get(t, 0.0) + inv
-    qset = set(tokens)
-    terms = [t for t in counts if t not in qset]
+            tf[t] = tf.get(t, 0.0) + inv
+        for t in set(toks):
+            support[t] = support.get(t, 0) + 1
+    need = min(2, int(top.size))
+    terms = [t for t in tf if t not in qset and support[t] >= need]
     if not terms:
         return None, None
     df, n_docs = win.bm25.doc_freqs(terms, vis)
     idf = np.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-    tf = np.fromiter((counts[t] for t in terms), np.float64, len(terms))
-    # A term seen in only one feedback window is as likely noise as topic.
-    support = np.fromiter(
-        (sum(1 for mm in win.neighbours(top) if any(t in win.own_tokens(m) for m in mm)) for t in terms),
-        np.float64, len(terms),
-    )
-    sc = tf * idf * (support >= min(2, top.size))
-    order = np.lexsort((np.arange(len(terms)), -sc))[: params.prf_terms]
+    sc = np.fromiter((tf[t] for t in terms), np.float64, len(terms)) * idf
+    order = np.lexsort((np.asarray(terms), -sc))[: params.prf_terms]
     chosen = [terms[i] for i in order.tolist() if sc[i] > 0]
     if not chosen:
         return None, None
-    weights = dict.fromkeys(chosen, params.prf_beta)
-    wq = win.query(list(tokens) + chosen, vis, weights)
+    target = win if params.prf_target == "window" else index.bm25
+    wq = target.query(list(tokens) + chosen, vis, dict.fromkeys(chosen, params.prf_beta))
     return wq.top(params.n_prf, seedable)
+
+
+def _vector_feedback(index, qvec, top, vis, seedable, params):
+    """Rocchio on the query vector: q/|q| + vprf_beta x mean unit vector of the top seeds' windows,
+    searched like the window-vector channel."""
+    members = np.unique(np.fromiter((x for m in index.windows.neighbours(top) for x in m), np.int64))
+    members = members[vis[members]]
+    mv = index.vectors.mean_vector(members) if members.size else None
+    if mv is None:
+        return None, None
+    q2 = qvec.astype(np.float64) / np.linalg.norm(qvec) + params.vprf_beta * mv
+    q2 = q2.astype(np.float32)
+    if params.prf_target == "turn":  # measured worse than windows; kept for ablations
+        return index.vectors.search(q2, params.n_wvec, seedable)
+    return window_vector_top(index.windows, index.vectors, q2, params.n_wvec, vis, seedable)
 
 
 def _session_scores(index, cand, bm, top):
@@ -458,23 +460,25 @@ def _session_scores(index, cand, bm, top):
     return out
 
 
-def _speaker_match(index, cand, query_text):
+def _speaker_match(index, cand, query_text, vis):
     """1 where the candidate's speaker is a person the query names (nicknames resolved)."""
     out = np.zeros(cand.size, dtype=np.float64)
-    if not index.speakers:
-        return out
-    ids = _query_speakers(index, query_text)
+    ids = _query_speakers(index, query_text, vis)
     if ids:
         out[np.isin(index.col("speaker_id")[cand], ids)] = 1.0
     return out
 
 
-def _query_speakers(index, query_text):
-    """Speaker ids of the people the query names (nicknames resolved by prefix)."""
-    if not index.speakers:
+def _query_speakers(index, query_text, vis):
+    """Speaker ids of the people the query names, nicknames resolved by prefix against the speakers
+    of the caller's visible nodes only (hidden speakers neither match nor make a nickname ambiguous)."""
+    ents = extract_entities(query_text or "") if index.speakers else []
+    if not ents:
         return []
-    known = list(index.speakers)
-    ids = {index.speakers.get(canonical_entity(e.lower(), known), 0) for e in extract_entities(query_text or "")}
+    seen = set(np.unique(index.col("speaker_id")[vis]).tolist())
+    known = [name for name, sid in index.speakers.items() if sid in seen]
+    ids = {index.speakers.get(canonical_entity(e.lower(), known), 0) for e in ents}
+    ids &= seen
     ids.discard(0)
     return sorted(ids)
 

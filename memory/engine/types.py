@@ -133,36 +133,38 @@ class ResonateParams:
     # Entity focus: bonus (in units of a rank-1 reciprocal rank) for candidates whose own text names
     # a person/thing the query names (the lexical document starts with the speaker); 0 = off.
     w_ent: float = 0.0
+    # Own-text focus: the same bonus x the fraction of query terms in the candidate's own document,
+    # so a turn that says the words beats neighbours that only share its window; 0 = off.
+    w_own: float = 0.25
     # Speaker focus: the same bonus for candidates *spoken by* a person the query names (nicknames
     # resolved against the tenant's speakers by ``text.canonical_entity``); 0 = off.
-    w_spk: float = 0.0
-    # Speaker channel: the window-lexical list restricted to turns spoken by a person the query
-    # names, as one more seed channel of weight ``w_spk_ch``; 0 = off.
-    w_spk_ch: float = 0.0
+    w_spk: float = 0.5
     # Vector feedback (Rocchio): query vector + ``vprf_beta`` x mean vector of the ``prf_docs`` best
     # fused seeds' windows gives a second window-vector list with weight ``w_vprf``; 0 = off.
-    w_vprf: float = 0.0
-    vprf_beta: float = 0.5
+    w_vprf: float = 0.5
+    vprf_beta: float = 1.0
     # Time focus: for "when ..." questions, the same bonus for candidates whose own text carries
     # a resolvable time expression ("yesterday", "last May"); 0 = off.
-    w_time: float = 0.0
-    # Wide-window lexical channel (radius 3) when the index keeps one; 0 = off.
-    n_wide: int = 0
-    w_wide: float = 0.5
+    w_time: float = 1.0
     # Pseudo-relevance feedback: the ``prf_docs`` best fused seeds' windows give ``prf_terms``
     # expansion terms (tf x idf), weighted ``prf_beta`` in a second window-BM25 pass whose ranked
-    # list joins the seed channels with weight ``w_prf``; n_prf = 0 = off.
-    n_prf: int = 0
+    # list joins the seed channels with weight ``w_prf``; n_prf = 0 = off. Expansion terms must
+    # occur in at least two of the feedback windows.
+    n_prf: int = 20
     w_prf: float = 0.5
-    prf_docs: int = 5
+    prf_docs: int = 3
     prf_terms: int = 10
     prf_beta: float = 0.3
+    # Feedback text: "window" = each feedback seed's whole window, "own" = the seed turn only.
+    prf_source: Literal["window", "own"] = "window"
+    # Which index the feedback passes search: context windows or single turns.
+    prf_target: Literal["window", "turn"] = "window"
     # Diversification of the final top k (greedy): a candidate's score is multiplied by ``div_adj``
     # while a window neighbour of it is already taken, and by ``div_session`` per already taken
     # candidate of its session. 1.0 = off.
     # Session focus: rank term (weight) of the candidate's session score = sum of its ``sess_top``
     # best turn BM25 scores (a session that talks about the query's subject at length); 0 = off.
-    w_rank_sess: float = 0.0
+    w_rank_sess: float = 0.5
     sess_top: int = 3
     div_adj: float = 1.0
     div_session: float = 1.0

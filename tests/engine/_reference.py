@@ -11,6 +11,8 @@ import math
 import numpy as np
 
 from memory.engine import NodeKind, ResonateParams, Scope, TenantIndex, tokenize
+from memory.engine.router import is_time_question
+from memory.engine.text import canonical_entity, extract_entities, has_time_expression
 
 
 def dense_adjacency(index: TenantIndex) -> np.ndarray:
@@ -55,7 +57,9 @@ def ref_diffuse(W, seeds, acts, allowed, depth, decay, combine, max_activated):
     return out
 
 
-def ref_bm25(docs: list[list[str]], query: list[str], vis: np.ndarray, k1=1.2, b=0.75) -> np.ndarray:
+def ref_bm25(
+    docs: list[list[str]], query: list[str], vis: np.ndarray, k1=1.2, b=0.75, weights=None
+) -> np.ndarray:
     live = [i for i in range(len(docs)) if vis[i]]
     scores = np.zeros(len(docs))
     if not live:
@@ -69,7 +73,7 @@ def ref_bm25(docs: list[list[str]], query: list[str], vis: np.ndarray, k1=1.2, b
         for i in live:
             tf = docs[i].count(term)
             if tf:
-                scores[i] += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(docs[i]) / avgdl))
+                scores[i] += (weights or {}).get(term, 1.0) * idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(docs[i]) / avgdl))
     return scores
 
 
@@ -159,10 +163,55 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
                         if r < len(lst) and lst[r] not in merged:
                             merged.append(lst[r])
                 win_ids = merged
-    fused = {}
-    for ch, w in ((lex_ids, params.w_lex), (vec_ids, params.w_vec), (win_ids, params.w_win)):
-        for r, i in enumerate(ch, 1):
-            fused[i] = fused.get(i, 0.0) + w / (params.rrf_k + r)
+    def rrf(channels):
+        out = {}
+        for ch, w in channels:
+            for r, i in enumerate(ch, 1):
+                out[i] = out.get(i, 0.0) + w / (params.rrf_k + r)
+        return out
+
+    channels = [(lex_ids, params.w_lex), (vec_ids, params.w_vec), (win_ids, params.w_win)]
+    first = rrf(channels)
+    top_fb = sorted(first, key=lambda i: (-first[i], i))[: params.prf_docs]
+    if params.n_prf > 0 and params.w_prf > 0 and q and top_fb:
+        # Lexical feedback: salient terms of the top seeds' windows, second window-BM25 pass.
+        tf, support = {}, {}
+        for t in top_fb:
+            toks = [x for j in windows[t] for x in docs[j]]
+            for x in toks:
+                tf[x] = tf.get(x, 0.0) + 1.0 / len(toks)
+            for x in set(toks):
+                support[x] = support.get(x, 0) + 1
+        wsets = [set(t for j in windows[i] for t in docs[j]) for i in range(n)]
+        live = [i for i in range(n) if vis[i]]
+        sal = {}
+        for x in tf:
+            if x in set(q) or support[x] < min(2, len(top_fb)):
+                continue
+            df = sum(1 for i in live if x in wsets[i])
+            sal[x] = tf[x] * math.log(1 + (len(live) - df + 0.5) / (df + 0.5))
+        chosen = [x for x in sorted(sal, key=lambda x: (-sal[x], x))[: params.prf_terms] if sal[x] > 0]
+        if chosen:
+            wdocs = [[t for j in windows[i] for t in docs[j]] + docs[i] * 2 for i in range(n)]
+            plex = ref_bm25(wdocs, q + chosen, vis, weights=dict.fromkeys(chosen, params.prf_beta))
+            cand = [i for i in range(n) if seedable[i] and plex[i] > 0]
+            channels.append((sorted(cand, key=lambda i: (-plex[i], i))[: params.n_prf], params.w_prf))
+    if params.w_vprf > 0 and unit_q is not None and top_fb:
+        # Vector feedback (Rocchio): query + beta x mean unit vector of the top seeds' windows.
+        ms = sorted({j for t in top_fb for j in windows[t] if vis[j] and has[j]})
+        if ms:
+            q2 = unit_q + params.vprf_beta * mat[ms].mean(axis=0)
+            sims2 = mat @ (q2 / np.linalg.norm(q2))
+
+            def window_cos2(i: int) -> float:
+                m2 = [j for j in windows[i] if vis[j] and has[j]]
+                return float(np.mean([sims2[j] for j in m2])) if m2 else math.nan
+
+            pool = sorted((i for i in range(n) if vis[i] and has[i]), key=lambda i: (-sims2[i], i))[:100]
+            wc2 = {j: window_cos2(j) for i in pool for j in windows[i] if seedable[j]}
+            wc2 = {j: v for j, v in wc2.items() if not math.isnan(v)}
+            channels.append((sorted(wc2, key=lambda j: (-wc2[j], j))[: params.n_wvec], params.w_vprf))
+    fused = rrf(channels)
     if not fused:
         return []
     top = max(fused.values())
@@ -186,10 +235,41 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
             parts.append(({i: float(mat[i] @ unit_q) if has[i] else math.nan for i in scored}, None))
             parts[-1] = (params.w_rank_cos, parts[-1][0])
             parts.append((params.w_rank_wcos, {i: wcos[i] for i in scored}))
+        if params.w_rank_sess > 0:
+            # Session score: sum of the session's sess_top best turn-level BM25 scores.
+            skey = index.col("session_key")
+            per = {}
+            for i in range(n):
+                if vis[i] and lex[i] > 0:
+                    per.setdefault(int(skey[i]), []).append(lex[i])
+            sess = {
+                i: sum(sorted(per[int(skey[i])], reverse=True)[: params.sess_top])
+                if skey[i] != 0 and int(skey[i]) in per
+                else math.nan
+                for i in scored
+            }
+            parts.append((params.w_rank_sess, sess))
         for w, vals in parts:
             if w > 0:
                 for i, r in _rank_recip(vals, params.rrf_k).items():
                     final[i] += w * r
+        bonus = 1.0 / (params.rrf_k + 1)
+        if params.w_own > 0 and qset:
+            for i in final:
+                final[i] += params.w_own * bonus * len(qset & set(docs[i])) / len(qset)
+        if params.w_spk > 0 and index.speakers:
+            names = {v: k for k, v in index.speakers.items()}
+            spk = index.col("speaker_id")
+            visible_names = [names[int(x)] for x in sorted(set(spk[vis].tolist())) if int(x) in names]
+            wanted = {canonical_entity(e.lower(), visible_names) for e in extract_entities(query_text)}
+            wanted &= set(visible_names)
+            for i in final:
+                if names.get(int(spk[i])) in wanted:
+                    final[i] += params.w_spk * bonus
+        if params.w_time > 0 and is_time_question(query_text):
+            for i in final:
+                if has_time_expression(index.texts[i]):
+                    final[i] += params.w_time * bonus
         scored = final
     elif params.rerank and unit_q is not None:
         mx = max(scored.values())

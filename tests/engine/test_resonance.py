@@ -23,11 +23,14 @@ def _random_index(rng: np.random.Generator, n: int = 40, m: int = 90, dim: int =
     idx = TenantIndex(dim)
     recs = []
     for i in range(n):
-        words = rng.choice(WORDS, size=int(rng.integers(2, 7)))
+        words = list(rng.choice(WORDS, size=int(rng.integers(2, 7))))
+        if rng.random() < 0.2:
+            words.append("yesterday")  # a resolvable time expression
         recs.append(
             NodeRecord(
                 node_id=1000 + i,
                 text=" ".join(words),
+                speaker=str(rng.choice(["Ann", "Bob", ""])),
                 kind=int(rng.choice([0, 0, 0, 1, 2, 3])),
                 owner_key=int(rng.integers(1, 3)),
                 scope=int(rng.choice([Scope.PRIVATE, Scope.ORG, Scope.ORG])),
@@ -73,9 +76,11 @@ def test_diffuse_matches_dense_reference(combine: str, depth: int, seed: int) ->
 
 _LEGACY = {"w_lex": 0.5, "n_win": 0, "n_wvec": 0, "final": "blend"}  # turn channels, cosine blend
 _INTERLEAVED = {"w_lex": 0.5, "w_wvec_as": "win", "w_rank_cos": 0.3}
+_NO_FEEDBACK = {"n_prf": 0, "w_vprf": 0.0, "w_rank_sess": 0.0, "w_spk": 0.0, "w_time": 0.0, "w_own": 0.0}
+_FEEDBACK = {"prf_docs": 4, "prf_terms": 3, "prf_beta": 0.6, "n_prf": 6, "w_rank_sess": 1.0, "sess_top": 2}
 
 
-@pytest.mark.parametrize("variant", [{}, _LEGACY, _INTERLEAVED])
+@pytest.mark.parametrize("variant", [{}, _LEGACY, _INTERLEAVED, _NO_FEEDBACK, _FEEDBACK])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 @pytest.mark.parametrize("depth", [0, 1, 2, 3])
 def test_resonate_matches_reference(seed: int, depth: int, variant: dict) -> None:
@@ -86,6 +91,7 @@ def test_resonate_matches_reference(seed: int, depth: int, variant: dict) -> Non
     params = ResonateParams(**{**opts, **variant})
     for _ in range(3):
         q = " ".join(rng.choice(WORDS, size=3))
+        q = str(rng.choice(["", "When did Ann ", "What did Bo ", "Did Bob and Ann "])) + q
         qvec = rng.normal(size=8)
         for vec in (qvec, None):
             got = resonate(idx, query_text=q, query_vec=vec, allowed=allowed, params=params, now_days=12.0)
@@ -279,3 +285,28 @@ def test_empty_index_and_no_visible_nodes() -> None:
         now_days=0,
     )
     assert r.hits == () and r.seeds == ()
+
+
+def test_speaker_focus_resolves_nicknames() -> None:
+    """A question naming a person (by nickname) ranks that person's own turn above an equally
+    matching turn of someone else."""
+    idx = TenantIndex(2)
+    idx.upsert_nodes(
+        [
+            NodeRecord(1, "painted a sunset", speaker="Caroline", vector=np.array([1.0, 0.0])),
+            NodeRecord(2, "painted a sunset", speaker="Melanie", vector=np.array([1.0, 0.0])),
+        ]
+    )
+    allowed = np.ones(2, dtype=bool)
+    for q, first in (("What did Mel paint?", 2), ("What did Caroline paint?", 1)):
+        got = resonate(idx, query_text=q, query_vec=np.array([1.0, 0.0]), allowed=allowed, now_days=1.0)
+        assert got.node_ids[0] == first
+    off = resonate(idx, query_text="What did Mel paint?", query_vec=np.array([1.0, 0.0]), allowed=allowed,
+                   params=ResonateParams(w_spk=0.0), now_days=1.0)
+    assert off.node_ids[0] == 1  # tie broken by position without the speaker focus
+    # A speaker the caller cannot see neither matches nor makes "Mel" ambiguous.
+    idx.upsert_nodes([NodeRecord(3, "painted a wall", speaker="Melvin", vector=np.array([0.0, 1.0]))])
+    allowed = np.array([True, True, False])
+    got = resonate(idx, query_text="What did Mel paint?", query_vec=np.array([1.0, 0.0]), allowed=allowed,
+                   now_days=1.0)
+    assert got.node_ids[0] == 2 and 3 not in got.node_ids
