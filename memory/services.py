@@ -161,6 +161,12 @@ def _write_session(*, actor, turns, texts, vectors, session_key, visibility, tea
         if end_session:
             session.ended_at = now
             session.abstraction_status = MemorySession.Status.PENDING
+        elif session.ended_at is not None:
+            # New turns reopen an ended session: the idle tick ends it again, and abstraction then
+            # covers only the leaves past what was already abstracted.
+            session.ended_at = None
+            session.abstraction_status = MemorySession.Status.OPEN
+            session.reflection_status = MemorySession.Status.OPEN
         session.save()
     if new_nodes:
         audit.record(actor=actor, action="memory.weave", object_type="session", object_id=session_key or "-",

@@ -138,3 +138,21 @@ def test_status_api_shows_failures(world, client_for, llm):
     assert body["failed"][0]["session_key"] == "s1" and "out_of_credit" in body["failed"][0]["error"]
     # another org sees none of it
     assert client_for(world["b"].key).get("/api/v1/background/status").json()["failed"] == []
+
+
+def test_turns_after_abstraction_reopen_the_session_for_the_idle_tick(world, client_for, no_llm, settings):
+    settings.NYLON_SESSION_IDLE_SECS = 1800
+    c = client_for(world["a"].key)
+    weave(c, "s1")
+    s = session(world["a"].org, "s1")
+    services.abstract_session(session_id=s.id)
+    s.refresh_from_db()
+    assert s.abstraction_status == "done"
+    weave(c, "s1", end=False,
+          turns=[{"speaker": "Ana", "text": "I bought a kiln today.", "occurred_at": "2023-05-09T09:00:00Z"}])
+    s.refresh_from_db()
+    assert s.ended_at is None and s.abstraction_status == "open"
+    out = services.tick(now=timezone.now() + timedelta(hours=2))
+    assert s.id in out["ended"] and s.id in out["abstract"]
+    assert services.abstract_session(session_id=s.id)["facts"] == 1  # only the new leaf
+    assert Node.objects.filter(org=world["a"].org, kind="fact").count() == 4
