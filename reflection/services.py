@@ -382,6 +382,8 @@ def tick(*, now=None) -> dict:
             if w is None or w.reflection != SessionWork.Reflection.SKIPPED:
                 _reflection_outcome(s, SessionWork.Reflection.SKIPPED, "skipped: no LLM")
             continue
+        if w is not None and w.reflection_attempts >= settings.NYLON_ABSTRACTION_MAX_ATTEMPTS:
+            continue  # given up; visible as failed in /api/v1/background/status
         if _due(w.reflection_tried_at if w else None, now):
             reflect_ids.append(s.id)
     _stamp(reflect_ids, "reflection_tried_at", now)

@@ -87,3 +87,16 @@ def test_vacuous():
     assert services.is_vacuous("People have preferences.")
     assert services.is_vacuous("Things change.")
     assert not services.is_vacuous("Pottery kilns reach temperatures above 1000 degrees Celsius.")
+
+
+def test_reflection_gives_up_after_the_attempt_cap(world, client_for, llm, settings):
+    server = llm.need_script()
+    settings.NYLON_ABSTRACTION_RETRY_SECS = 0
+    settings.NYLON_ABSTRACTION_MAX_ATTEMPTS = 2
+    s = abstracted(world, client_for)
+    server.default = 402
+    assert services.reflect_session(session_id=s.id)["status"] == "failed"
+    assert s.id in services.tick()["reflect"]  # one retry left
+    assert services.reflect_session(session_id=s.id)["status"] == "failed"
+    assert s.id not in services.tick()["reflect"]  # capped: no endless paid retries
+    assert SessionWork.objects.get(session=s).reflection_attempts == 2
