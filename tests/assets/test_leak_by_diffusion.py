@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memory.cache import get_cache
+from memory.models import Node
 
 from .helpers import grant, weave
 
@@ -26,15 +27,17 @@ def fresh_cache():
     get_cache().drop()
 
 
-def _build(client, *, hidden_visibility: str | None) -> dict:
+def _build(client, *, hidden_visibility: str, remove_hidden: bool) -> dict:
     ids = {}
     for i, text in enumerate(FILLER):
         ids[f"f{i}"] = weave(client, text, visibility="org", session="other", occurred_at=T)
     ids["v1"] = weave(client, V1, visibility="org", session="s", occurred_at=T)
-    if hidden_visibility:
-        ids["h"] = weave(client, H, visibility=hidden_visibility, session="s", occurred_at=T)
-    # Without the hidden node, V2 starts its own session so no temporal edge joins it to V1 either.
-    ids["v2"] = weave(client, V2, visibility="org", session="s" if hidden_visibility else "s2", occurred_at=T)
+    ids["h"] = weave(client, H, visibility=hidden_visibility, session="s", occurred_at=T)
+    ids["v2"] = weave(client, V2, visibility="org", session="s", occurred_at=T)
+    if remove_hidden:
+        # The control: the very same graph (same sessions, sequence numbers and edges among the
+        # visible nodes) with the hidden node and its edges gone, as if it had never been written.
+        Node.objects.filter(id=ids.pop("h")).delete()
     return ids
 
 
@@ -67,8 +70,8 @@ def _same(seen: list[tuple], control: list[tuple]) -> bool:
 @pytest.mark.parametrize("hidden_visibility", ["private", "restricted"])
 def test_hidden_bridge_changes_nothing_for_those_who_cannot_see_it(world, client_for, hidden_visibility):
     a, b = world["a"], world["b"]
-    with_hidden = _build(client_for(a.owner), hidden_visibility=hidden_visibility)
-    without = _build(client_for(b.owner), hidden_visibility=None)
+    with_hidden = _build(client_for(a.owner), hidden_visibility=hidden_visibility, remove_hidden=False)
+    without = _build(client_for(b.owner), hidden_visibility=hidden_visibility, remove_hidden=True)
 
     # The bridge is real: its writer reaches V2 through it, so a leak would change the answer.
     mine = _answer(client_for(a.owner), with_hidden)
@@ -85,7 +88,7 @@ def test_hidden_bridge_changes_nothing_for_those_who_cannot_see_it(world, client
 
 def test_a_grant_opens_the_bridge_and_only_for_the_grantee(world, client_for):
     a = world["a"]
-    ids = _build(client_for(a.owner), hidden_visibility="restricted")
+    ids = _build(client_for(a.owner), hidden_visibility="restricted", remove_hidden=False)
     before = _answer(client_for(a.member), ids)
     grant(client_for(a.owner), "node", ids["h"], grantee_kind="user", user_id=a.member.id)
     after = _answer(client_for(a.member), ids)
