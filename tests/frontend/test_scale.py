@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from django.db import connection
@@ -40,19 +39,15 @@ def test_browser_pages_through_100k_nodes_with_bounded_queries(world, login):
     _bulk_nodes(a.org.id, a.owner.id, N)
     c = login(a.member)
     with CaptureQueriesContext(connection) as q:
-        t = time.perf_counter()
         html = c.get("/console/memories/").content.decode()
-        first_ms = (time.perf_counter() - t) * 1000
     first = _ids(html)
     assert len(first) == 50 and first == sorted(first, reverse=True)
     node_sql = [x["sql"] for x in q.captured_queries if 'FROM "memory_node"' in x["sql"]]
     assert node_sql and all("LIMIT" in s for s in node_sql), node_sql
     assert not any('"embedding"' in s for s in node_sql)  # listing never loads vectors
-    # deep in the keyset: still one page, still quick
+    # deep in the keyset: still one bounded page (speed is measured by benchmarks, not asserted here)
     after = first[-1] - 90_000
-    t = time.perf_counter()
     deep = _ids(c.get(f"/console/memories/?after={after}").content.decode())
-    deep_ms = (time.perf_counter() - t) * 1000
     assert deep == list(range(after - 1, after - 51, -1))
     # full-text over the generated tsvector column
     hits = _ids(c.get("/console/memories/?q=zanzibar&limit=200").content.decode())
@@ -60,4 +55,3 @@ def test_browser_pages_through_100k_nodes_with_bounded_queries(world, login):
     # the dashboard aggregates in SQL
     dash = c.get("/console/").content.decode()
     assert re.search(rf'id="node-total">{N}<', dash)
-    assert first_ms < 5000 and deep_ms < 5000, (first_ms, deep_ms)
