@@ -1,7 +1,7 @@
 from django.contrib.staticfiles.views import serve
 from django.urls import path, re_path
 
-from .views import admin, base, memory
+from .views import admin, base, governance, memory
 
 app_name = "frontend"
 
@@ -27,6 +27,8 @@ urlpatterns = [
     path("console/agents/<int:agent_id>/", admin.agent_detail, name="agent"),
     path("console/keys/<int:key_id>/revoke", admin.key_revoke, name="key-revoke"),
     path("console/audit/", admin.audit, name="audit"),
+    path("console/conflicts/", governance.conflicts, name="conflicts"),
+    path("console/conflicts/<int:conflict_id>/resolve", governance.conflict_resolve, name="conflict-resolve"),
     # Static files (the console's CSS/JS, vendored htmx and vis-network, the API docs' assets) are
     # served by the app itself so a plain uvicorn needs nothing in front; a proxy may take over.
     re_path(r"^static/(?P<path>.*)$", serve, {"insecure": True}),

@@ -116,6 +116,14 @@ def seeded(world):
                            turns=[services.TurnIn(text=t, speaker=s) for s, t in turns], visibility=Visibility.ORG)
     services.weave_session(actor=owner, turns=[services.TurnIn(text="Owner-only: review Ben's contract.")],
                            visibility=Visibility.PRIVATE)
+    from reflection.models import Conflict
+
+    moved = services.weave_session(actor=owner, session_key="offsite-2", visibility=Visibility.ORG, turns=[
+        services.TurnIn(text="We moved the Lisbon offsite to March 21.", speaker="Ana")]).node_ids[0]
+    first = services.weave_session(actor=owner, session_key="offsite", visibility=Visibility.ORG, turns=[
+        services.TurnIn(text="We booked the Lisbon offsite for March 14.", speaker="Ana")]).node_ids[0]
+    Conflict.objects.create(org=a.org, node_a_id=min(first, moved), node_b_id=max(first, moved),
+                            reason="different date for the offsite", detector="rule")
     return world
 
 
@@ -136,14 +144,14 @@ def test_console_end_to_end(seeded, live_server_url, browser_page):
 
     # dashboard: counts, chart, the lazily loaded health panel and a live websocket
     page.wait_for_selector("#health table.health")
-    assert page.inner_text("#node-total") == "5"
+    assert page.inner_text("#node-total") == "7"  # 4 offsite turns, 1 private, 2 for the conflict
     page.wait_for_selector("body[data-feed=live]")
     page.screenshot(path=SHOTS / "dashboard.png", full_page=True)
 
     # memory browser → drawer
     page.click("nav >> text=Memories")
     page.wait_for_selector("tr.node-row")
-    assert page.locator("tr.node-row").count() == 5
+    assert page.locator("tr.node-row").count() == 7
     page.fill("input[name=q]", "Alfama")
     page.click("#node-filters button[type=submit]")
     page.wait_for_function("document.querySelectorAll('tr.node-row').length === 1")
@@ -196,6 +204,17 @@ def test_console_end_to_end(seeded, live_server_url, browser_page):
     page.wait_for_selector("#audit-table")
     assert "key.create" in page.inner_text("#audit-table")
     page.screenshot(path=SHOTS / "audit.png")
+
+    # conflicts queue: side by side, resolved in the browser, the resolution audited
+    page.click("nav >> text=Conflicts")
+    page.wait_for_selector("section.conflict")
+    assert "March 21" in page.inner_text("section.conflict")
+    page.screenshot(path=SHOTS / "conflicts.png", full_page=True)
+    page.click("section.conflict >> text=Keep both")
+    page.wait_for_selector("#no-conflicts")
+    page.click("nav >> text=Audit")
+    page.wait_for_selector("#audit-table")
+    assert "conflict.resolve" in page.inner_text("#audit-table")
 
     # live feed: weave through the API with the new key while the page is open
     page.click("nav >> text=Memories")

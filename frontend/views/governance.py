@@ -1,0 +1,46 @@
+"""The conflicts queue: contradictions found on write, side by side, resolved through the same
+service (and the same rules and audit) as POST /api/v1/conflicts/{id}/resolve."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import redirect
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from reflection import conflicts as conflict_service
+from reflection.models import Conflict
+
+from ..console import console_view, request_id
+from .base import page
+
+
+@require_GET
+@console_view
+def conflicts(request):
+    status = request.GET.get("status", Conflict.Status.OPEN)
+    if status not in Conflict.Status.values:
+        status = Conflict.Status.OPEN
+    rows = (conflict_service.visible_conflicts(actor=request.actor).filter(status=status)
+            .order_by("-id")[:50])
+    return page(request, "frontend/conflicts.html",
+                {"conflicts": rows, "status": status, "statuses": Conflict.Status.choices, "nav": "conflicts"})
+
+
+@require_POST
+@console_view
+def conflict_resolve(request, conflict_id: int):
+    conflict = conflict_service.visible_conflicts(actor=request.actor).filter(id=conflict_id).first()
+    if conflict is None:
+        raise Http404
+    action = request.POST.get("action", "")
+    if action not in conflict_service.ACTIONS:
+        messages.error(request, _("Unknown action."))
+        return redirect("frontend:conflicts")
+    keep = request.POST.get("keep")
+    keep_id = int(keep) if keep and keep.isdigit() else None
+    conflict_service.resolve(actor=request.actor, conflict=conflict, action=action, keep_id=keep_id,
+                             request_id=request_id(request))
+    messages.success(request, _("Conflict %(id)s resolved: %(action)s.") % {"id": conflict.id, "action": action})
+    return redirect("frontend:conflicts")

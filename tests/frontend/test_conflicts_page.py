@@ -1,0 +1,67 @@
+"""The console's conflicts queue: side by side, resolved through the same service and audit as the
+API, and only conflicts whose both memories the viewer may read."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from assets.models import AuditEvent
+from memory.models import Edge, Node
+from reflection.models import Conflict
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def conflict(world, mem):
+    a = world["a"]
+    return Conflict.objects.create(org=a.org, node_a_id=mem.owner_org, node_b_id=mem.agent_org,
+                                   reason="different date for the same event", detector="rule")
+
+
+@pytest.fixture
+def hidden_conflict(world, mem):
+    a = world["a"]
+    return Conflict.objects.create(org=a.org, node_a_id=mem.owner_org, node_b_id=mem.owner_private,
+                                   reason="negation flip", detector="rule")
+
+
+def test_queue_shows_visible_conflicts_side_by_side(world, login, conflict, hidden_conflict):
+    html = login(world["a"].member).get("/console/conflicts/").content.decode()
+    assert f'id="conflict-{conflict.id}"' in html
+    assert "Everyone: the Lisbon offsite is on March 14." in html and "flights to Lisbon are booked" in html
+    # a conflict touching someone else's private memory is not listed, and its text never shown
+    assert f'id="conflict-{hidden_conflict.id}"' not in html and "salary review" not in html
+
+
+def test_supersede_from_the_console_closes_the_older_memory_and_is_audited(world, login, conflict, mem):
+    c = login(world["a"].owner)
+    r = c.post(f"/console/conflicts/{conflict.id}/resolve", {"action": "supersede", "keep": str(mem.agent_org)})
+    assert r.status_code == 302
+    conflict.refresh_from_db()
+    assert conflict.status == "superseded" and conflict.kept_node_id == mem.agent_org
+    assert Node.objects.get(id=mem.owner_org).valid_to is not None  # nothing deleted, validity closed
+    assert Edge.objects.filter(src_id=mem.agent_org, dst_id=mem.owner_org, kind="supersedes").exists()
+    assert AuditEvent.objects.filter(org=world["a"].org, action="conflict.resolve",
+                                     object_id=str(conflict.id)).exists()
+    resolved = c.get("/console/conflicts/?status=superseded").content.decode()
+    assert re.search(rf'id="conflict-{conflict.id}"', resolved)
+
+
+def test_keep_both_and_refusals(world, login, conflict, hidden_conflict):
+    a, b = world["a"], world["b"]
+    # a member who owns neither memory may not supersede: refused, nothing changes
+    r = login(a.member).post(f"/console/conflicts/{conflict.id}/resolve", {"action": "supersede",
+                                                                           "keep": str(conflict.node_b_id)})
+    assert r.status_code == 403
+    assert Conflict.objects.get(id=conflict.id).status == "open"
+    # hidden or other-org conflicts are 404
+    assert login(a.member).post(f"/console/conflicts/{hidden_conflict.id}/resolve",
+                                {"action": "reject"}).status_code == 404
+    assert login(b.owner).post(f"/console/conflicts/{conflict.id}/resolve", {"action": "reject"}).status_code == 404
+    assert login(world["outsider"]).get("/console/conflicts/").status_code == 403
+    # keep both
+    assert login(a.member).post(f"/console/conflicts/{conflict.id}/resolve", {"action": "keep_both"}).status_code == 302
+    assert Conflict.objects.get(id=conflict.id).status == "kept_both"
