@@ -3,7 +3,8 @@ builds (``teams.auth.actor_for_user``), and the same access modules decide every
 
 ``console_view`` is the one decorator of every console page: login required, an org membership
 required (an outsider gets a 403 page with no data), and the access errors raised by
-``teams.access`` / ``assets.access`` / the services mapped to 403/404 pages or form errors.
+``teams.access`` / ``assets.access`` / the services mapped to 403/404 pages or form errors. A
+refusal reaches the audit log once, as through the API (``nylon_project.errors``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from rest_framework import exceptions as drf
 
+from nylon_project.errors import Conflict
 from teams.auth import Actor, actor_for_user
 from teams.models import Organization
 
@@ -73,13 +75,30 @@ def console_view(fn):
         except drf.NotFound:
             raise Http404 from None
         except drf.PermissionDenied as exc:
+            _audit_denial(request, fn.__name__, exc, kwargs)
             return render(request, "frontend/forbidden.html", {"message": str(exc.detail)}, status=403)
-        except drf.ValidationError as exc:
-            # Services validate too (the last line of defence); show it on the page it came from.
+        except (drf.ValidationError, Conflict) as exc:
+            # Services validate too (the last line of defence), and a stale expected_version is a
+            # conflict: show it on the page it came from (console pages POST to their own URL).
             messages.error(request, error_text(exc.detail))
             return redirect(request.get_full_path())
 
     return wrapper
+
+
+def _audit_denial(request, view_name: str, exc, kwargs: dict) -> None:
+    """The console twin of ``nylon_project.errors._audit_denial``: a refusal raised in a service
+    (whose own transaction rolled back) or by ``teams.access`` is recorded, unless the access
+    module already recorded it."""
+    if getattr(exc, "audited", False):
+        return
+    from assets import audit
+    from assets.models import AuditEvent
+
+    object_id = next((str(v) for k, v in kwargs.items() if k.endswith("_id")), "")
+    audit.record(actor=request.actor, action=f"{request.method.lower()}.console.{view_name}"[:64],
+                 object_type="console", object_id=object_id, outcome=AuditEvent.Outcome.DENIED,
+                 reason=str(exc.detail), request_id=request_id(request))
 
 
 def request_id(request) -> str:

@@ -8,12 +8,12 @@ from django import forms
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from assets.models import AuditEvent
+from assets.models import AssetKind, AssetStatus, AuditEvent, BindingMode, Permission
 from memory.engine.types import MAX_K
 from memory.models import NodeKind, Visibility
 from teams.models import Role, Scope, TeamRole
 
-from .selectors import MAX_PAGE_SIZE, PAGE_SIZE, NodeFilters
+from .selectors import MAX_PAGE_SIZE, PAGE_SIZE, AssetFilters, NodeFilters
 
 
 def _day_start(d) -> datetime | None:
@@ -114,3 +114,140 @@ class AuditFilterForm(forms.Form):
     since = forms.DateField(label=_("From"), required=False, widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(label=_("Until"), required=False, widget=forms.DateInput(attrs={"type": "date"}))
     after = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+
+
+# --- assets ---------------------------------------------------------------------------------------
+
+
+class AssetFilterForm(forms.Form):
+    kind = forms.ChoiceField(label=_("Kind"), required=False, choices=[("", _("any kind"))] + list(AssetKind.choices))
+    status = forms.ChoiceField(label=_("Lifecycle state"), required=False,
+                               choices=[("", _("any state"))] + list(AssetStatus.choices))
+    visibility = forms.ChoiceField(label=_("Visibility"), required=False,
+                                   choices=[("", _("any visibility"))] + list(Visibility.choices))
+    team = forms.TypedChoiceField(label=_("Team"), required=False, coerce=int, empty_value=None)
+    owner = forms.ChoiceField(label=_("Owner"), required=False, choices=[("", _("anyone")), ("me", _("me"))])
+    q = forms.CharField(label=_("Text"), required=False, max_length=200,
+                        widget=forms.TextInput(attrs={"placeholder": _("title or summary")}))
+    after = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    limit = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE, widget=forms.HiddenInput)
+
+    def __init__(self, *args, teams=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].choices = [("", _("any team"))] + [(t.id, t.name) for t in teams]
+
+    def filters(self) -> AssetFilters:
+        d = self.cleaned_data
+        return AssetFilters(kind=d.get("kind") or "", status=d.get("status") or "",
+                            visibility=d.get("visibility") or "", team_id=d.get("team"),
+                            owner=d.get("owner") or "", q=(d.get("q") or "").strip())
+
+    @property
+    def after_id(self) -> int | None:
+        return self.cleaned_data.get("after")
+
+    @property
+    def page_size(self) -> int:
+        return self.cleaned_data.get("limit") or PAGE_SIZE
+
+
+class NodeIdsField(forms.CharField):
+    """Memory ids typed as "12, 15 18": parsed to a list; which of them the writer may reference is
+    decided by the service (``assets.services._check_node_ids``)."""
+
+    def to_python(self, value) -> list[int]:
+        text = super().to_python(value)
+        parts = [p for p in text.replace(",", " ").split() if p]
+        if not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise forms.ValidationError(_("Memory ids are positive whole numbers."))
+        if len(parts) > 1000:
+            raise forms.ValidationError(_("At most 1,000 memories."))
+        return [int(p) for p in parts]
+
+
+class AssetCreateForm(forms.Form):
+    kind = forms.ChoiceField(label=_("Kind"), choices=AssetKind.choices, initial=AssetKind.WIKI)
+    title = forms.CharField(label=_("Title"), max_length=200)
+    summary = forms.CharField(label=_("Summary (one line)"), max_length=300, required=False)
+    body = forms.CharField(label=_("Body"), max_length=100_000, required=False, strip=False,
+                           widget=forms.Textarea(attrs={"rows": 6}))
+    node_ids = NodeIdsField(label=_("Memory ids (chat memory only)"), required=False)
+    visibility = forms.ChoiceField(label=_("Visibility"), choices=Visibility.choices, initial=Visibility.PRIVATE)
+    team = forms.TypedChoiceField(label=_("Team"), required=False, coerce=int, empty_value=None)
+
+    def __init__(self, *args, teams=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].choices = [("", _("no team"))] + [(t.id, t.name) for t in teams]
+
+
+class AssetEditForm(forms.Form):
+    expected_version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
+    title = forms.CharField(label=_("Title"), max_length=200)
+    summary = forms.CharField(label=_("Summary (one line)"), max_length=300, required=False)
+    body = forms.CharField(label=_("Body"), max_length=100_000, required=False, strip=False,
+                           widget=forms.Textarea(attrs={"rows": 12}))
+    node_ids = NodeIdsField(label=_("Memory ids"), required=False)
+
+    def __init__(self, *args, chat_memory: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not chat_memory:  # only chat-memory assets hold memories
+            del self.fields["node_ids"]
+
+
+class AssetTransitionForm(forms.Form):
+    to = forms.ChoiceField(choices=AssetStatus.choices)
+    expected_version = forms.IntegerField(min_value=1, required=False)
+
+
+class AssetVisibilityForm(forms.Form):
+    """private ↔ restricted is an edit of the asset; team and org are a promotion (the asset
+    becomes a candidate until an approver applies it), as in the API."""
+
+    visibility = forms.ChoiceField(label=_("Visibility"), choices=Visibility.choices)
+    team = forms.TypedChoiceField(label=_("Team (for team visibility)"), required=False, coerce=int,
+                                  empty_value=None)
+    expected_version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
+
+    def __init__(self, *args, teams=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].choices = [("", _("the asset's team"))] + [(t.id, t.name) for t in teams]
+
+
+class GrantForm(forms.Form):
+    grantee = forms.CharField(label=_("Grantee"), max_length=64)
+    permission = forms.ChoiceField(label=_("Permission"), choices=Permission.choices, initial=Permission.READ,
+                                   required=False)
+
+    def __init__(self, *args, grantees=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        # A select of the org's members, agents and team roles; whether the id exists in this org is
+        # checked by ``assets.services.grant_create``.
+        self.fields["grantee"].widget = forms.Select(choices=list(grantees))
+
+    def clean_grantee(self) -> dict:
+        parts = self.cleaned_data["grantee"].split(":")
+        try:
+            if parts[0] == "user" and len(parts) == 2:
+                return {"grantee_kind": "user", "user_id": int(parts[1])}
+            if parts[0] == "agent" and len(parts) == 2:
+                return {"grantee_kind": "agent", "agent_id": int(parts[1])}
+            if parts[0] == "team" and len(parts) == 3 and parts[2] in ("member", "admin"):
+                return {"grantee_kind": "team_role", "team_id": int(parts[1]), "team_role": parts[2]}
+        except ValueError:
+            pass
+        raise forms.ValidationError(_("Unknown grantee."))
+
+    def clean_permission(self) -> str:
+        return self.cleaned_data.get("permission") or Permission.READ  # the API's default too
+
+
+class BindingForm(forms.Form):
+    # Any id is accepted here: access to the agent and the right to bind it are decided by
+    # ``teams.access`` and ``assets.services.require_binding_admin`` (refusals are audited).
+    agent = forms.IntegerField(label=_("Agent"), min_value=1)
+    mode = forms.ChoiceField(label=_("Mode"), choices=BindingMode.choices, initial=BindingMode.FULL)
+    priority = forms.IntegerField(label=_("Priority (lower first)"), min_value=0, max_value=10_000, initial=100)
+
+    def __init__(self, *args, agents=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].widget = forms.Select(choices=[(a.id, a.name) for a in agents])

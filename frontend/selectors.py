@@ -290,3 +290,174 @@ def audit_page(*, actor: Actor, action: str = "", actor_label: str = "", object_
     more = len(rows) > limit
     rows = rows[:limit]
     return Page(rows=rows, next_after=rows[-1].id if more and rows else None)
+
+
+# --- assets ---------------------------------------------------------------------------------------
+
+# Listing columns of an asset: never the body (up to 100,000 characters) nor the node id array.
+ASSET_LIST_COLUMNS = ("id", "kind", "title", "summary", "visibility", "status", "version", "team_id",
+                      "owner_user_id", "owner_agent_id", "usage_count", "promotion", "updated_at")
+ASSET_VERSIONS_SHOWN = 100
+ASSET_SIDE_ROWS = 200  # grants and bindings listed on one asset's pages
+
+
+@dataclass(frozen=True)
+class AssetFilters:
+    kind: str = ""
+    status: str = ""
+    visibility: str = ""
+    team_id: int | None = None
+    owner: str = ""  # "" | "me"
+    q: str = ""
+
+
+def filtered_assets(*, actor: Actor, f: AssetFilters) -> QuerySet:
+    """``assets.access.readable_assets`` narrowed by the filters: the list never shows an asset the
+    API's list would not."""
+    from assets.access import readable_assets
+
+    qs = readable_assets(actor)
+    if f.kind:
+        qs = qs.filter(kind=f.kind)
+    if f.status:
+        qs = qs.filter(status=f.status)
+    if f.visibility:
+        qs = qs.filter(visibility=f.visibility)
+    if f.team_id is not None:
+        qs = qs.filter(team_id=f.team_id)
+    if f.owner == "me":
+        qs = qs.filter(owner_user=actor.user) if actor.user is not None else qs.filter(owner_agent=actor.agent)
+    if f.q:
+        # Title and one-line summary, not the body: a substring scan of large bodies across a
+        # 100k-asset org would be the slowest query of the console for the least useful matches.
+        qs = qs.filter(Q(title__icontains=f.q) | Q(summary__icontains=f.q))
+    return qs
+
+
+def asset_page(*, actor: Actor, f: AssetFilters, after: int | None, limit: int = PAGE_SIZE) -> Page:
+    """Keyset pagination on id, newest first (the ``asset_org_recent`` index): ``limit + 1`` rows."""
+    limit = max(1, min(limit, MAX_PAGE_SIZE))
+    qs = filtered_assets(actor=actor, f=f)
+    if after is not None:
+        qs = qs.filter(id__lt=after)
+    rows = list(qs.only(*ASSET_LIST_COLUMNS).order_by("-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    attach_owner_labels(actor=actor, nodes=rows)
+    return Page(rows=rows, next_after=rows[-1].id if more and rows else None)
+
+
+def assets_awaiting_approval(*, actor: Actor, limit: int = 20) -> list:
+    """Promoted candidates this actor may approve. The SQL only narrows (candidates with a pending
+    promotion into a team the actor administers, or any for an org admin); the decision is
+    ``assets.access.can_approve`` on each row, the same call the transition makes."""
+    from assets.access import can_approve
+    from assets.models import Asset, AssetStatus
+
+    if actor.agent is not None or not (actor.is_org_admin or actor.team_admin_ids):
+        return []
+    qs = Asset.objects.filter(org=actor.org, status=AssetStatus.CANDIDATE).exclude(promotion={})
+    if not actor.is_org_admin:
+        qs = qs.filter(promotion__team_id__in=list(actor.team_admin_ids))
+    rows = [a for a in qs.only(*ASSET_LIST_COLUMNS).order_by("-id")[:limit] if can_approve(actor, a)[0]]
+    attach_owner_labels(actor=actor, nodes=rows)
+    return rows
+
+
+def asset_versions(*, actor: Actor, asset) -> list:
+    """The newest versions of an asset, without their bodies (a diff loads the two it compares)."""
+    from assets.models import AssetVersion
+
+    return list(AssetVersion.objects.filter(org=actor.org, asset=asset)
+                .only("id", "version", "title", "content_hash", "author_label", "created_at")
+                .order_by("-version")[:ASSET_VERSIONS_SHOWN])
+
+
+def asset_version_pair(*, actor: Actor, asset, old: int, new: int) -> tuple | None:
+    from assets.models import AssetVersion
+
+    rows = {v.version: v for v in AssetVersion.objects.filter(org=actor.org, asset=asset, version__in=[old, new])}
+    if old not in rows or new not in rows:
+        return None
+    return rows[old], rows[new]
+
+
+@dataclass
+class GrantRow:
+    id: int
+    grantee_kind: str
+    label: str
+    permission: str
+    granted_by_label: str
+    created_at: datetime
+
+
+def asset_grants(*, actor: Actor, asset) -> list[GrantRow]:
+    """The ACL of one asset with readable grantee names. Callers have passed
+    ``assets.services.acl_object_for_admin`` (owner or org admin), as the API's grant list does."""
+    from assets.models import AccessGrant, GranteeKind, ObjectType
+
+    grants = list(AccessGrant.objects.filter(org=actor.org, object_type=ObjectType.ASSET, object_id=asset.id)
+                  .select_related("grantee_user", "grantee_agent", "grantee_team")
+                  .order_by("id")[:ASSET_SIDE_ROWS])
+    rows = []
+    for g in grants:
+        if g.grantee_kind == GranteeKind.USER:
+            label = f"user:{g.grantee_user.username}"
+        elif g.grantee_kind == GranteeKind.AGENT:
+            label = f"agent:{g.grantee_agent.name}"
+        else:
+            label = f"team:{g.grantee_team.name} ({g.grantee_team_role})"
+        rows.append(GrantRow(id=g.id, grantee_kind=g.grantee_kind, label=label, permission=g.permission,
+                             granted_by_label=g.granted_by_label, created_at=g.created_at))
+    return rows
+
+
+def grantee_choices(*, actor: Actor) -> list[tuple[str, str]]:
+    """Everyone an ACL can name in this org: members, agents, and each team as two roles."""
+    users = get_user_model().objects.filter(memberships__org=actor.org).order_by("username").only("id", "username")
+    agents = Agent.objects.filter(org=actor.org, is_active=True).order_by("name").only("id", "name")
+    teams = Team.objects.filter(org=actor.org).order_by("name").only("id", "name")
+    return ([(f"user:{u.id}", f"user:{u.username}") for u in users]
+            + [(f"agent:{a.id}", f"agent:{a.name}") for a in agents]
+            + [(f"team:{t.id}:{role}", f"team:{t.name} ({role})") for t in teams for role in ("member", "admin")])
+
+
+def _binding_admin(actor: Actor, agent) -> bool:
+    from rest_framework.exceptions import PermissionDenied
+
+    from assets.services import require_binding_admin
+
+    try:
+        require_binding_admin(actor, agent)
+    except PermissionDenied:
+        return False
+    return True
+
+
+def asset_bindings(*, actor: Actor, asset) -> list:
+    """Bindings of this asset to the agents whose bindings the actor manages (the API lists an
+    agent's bindings to the same people: ``assets.services.require_binding_admin``)."""
+    from assets.models import AgentBinding
+
+    rows = (AgentBinding.objects.filter(org=actor.org, asset=asset).select_related("agent")
+            .order_by("priority", "agent__name")[:ASSET_SIDE_ROWS])
+    return [b for b in rows if _binding_admin(actor, b.agent)]
+
+
+def asset_binding(*, actor: Actor, asset, binding_id: int | None):
+    from assets.models import AgentBinding
+
+    if binding_id is None:
+        return None
+    return AgentBinding.objects.filter(org=actor.org, asset=asset, id=binding_id).first()
+
+
+def bindable_agents(*, actor: Actor) -> list[Agent]:
+    """Active agents whose bindings the actor manages (the offer; ``binding_set`` decides)."""
+    if actor.agent is not None or not (actor.is_org_admin or actor.team_admin_ids):
+        return []
+    qs = Agent.objects.filter(org=actor.org, is_active=True).order_by("name")
+    if not actor.is_org_admin:  # narrows only; each row is still decided by require_binding_admin
+        qs = qs.filter(team_id__in=list(actor.team_admin_ids))
+    return [a for a in qs if _binding_admin(actor, a)]

@@ -1,7 +1,7 @@
 from django.contrib.staticfiles.views import serve
 from django.urls import path, re_path
 
-from .views import admin, base, governance, memory
+from .views import admin, assets, base, governance, memory
 
 app_name = "frontend"
 
@@ -19,6 +19,9 @@ urlpatterns = [
     path("console/memories/<int:node_id>/graph/", memory.node_graph, name="node-graph"),
     path("console/memories/<int:node_id>/graph.json", memory.node_graph_json, name="node-graph-json"),
     path("console/resonate/", memory.resonate, name="resonate"),
+    path("console/assets/", assets.assets, name="assets"),
+    path("console/assets/<int:asset_id>/", assets.asset_detail, name="asset"),
+    path("console/assets/<int:asset_id>/acl/", assets.asset_acl, name="asset-acl"),
     path("console/teams/", admin.teams, name="teams"),
     path("console/teams/<int:team_id>/", admin.team_detail, name="team"),
     path("console/members/", admin.members, name="members"),

@@ -1,2 +1,3 @@
 """Console views: ``base`` (sign-in, org switcher, dashboard, feed), ``memory`` (browser, drawer,
-graph, resonate) and ``admin`` (teams, members, agents and keys, audit)."""
+graph, resonate), ``assets`` (assets, versions and diffs, lifecycle, ACLs, bindings), ``governance``
+(conflicts) and ``admin`` (teams, members, agents and keys, audit)."""

@@ -17,10 +17,21 @@ from .. import charts, selectors
 from ..console import console_view, user_orgs
 
 
+def js_strings() -> dict[str, str]:
+    """The console scripts' few strings, translated here and embedded in each page as JSON
+    (``json_script``): no separate catalog request, and the scripts stay static files."""
+    return {
+        "live": _("live"),
+        "disconnected": _("disconnected"),
+        "graph_stats": _("%(nodes)s nodes, %(edges)s edges"),
+        "revoke_confirm": _("Revoke this access?"),
+    }
+
+
 def page(request, template: str, context: dict | None = None, *, status: int = 200):
-    """Renders a console page with the shell context (actor, org switcher)."""
+    """Renders a console page with the shell context (actor, org switcher, script strings)."""
     ctx = {"actor": request.actor, "org": request.org, "orgs": list(user_orgs(request.user)),
-           "is_admin": request.actor.is_org_admin}
+           "is_admin": request.actor.is_org_admin, "js_strings": js_strings()}
     ctx.update(context or {})
     return render(request, template, ctx, status=status)
 

@@ -2,6 +2,18 @@
 (function () {
   "use strict";
 
+  // Translated strings, embedded by the page as JSON (frontend.views.base.js_strings).
+  var strings = null;
+  window.nylonT = function (key, params) {
+    if (strings === null) {
+      var el = document.getElementById("console-i18n");
+      try { strings = el ? JSON.parse(el.textContent) : {}; } catch (e) { strings = {}; }
+    }
+    var s = strings[key] || key;
+    Object.keys(params || {}).forEach(function (k) { s = s.split("%(" + k + ")s").join(String(params[k])); });
+    return s;
+  };
+
   window.nylonCloseDrawer = function () {
     var d = document.getElementById("drawer");
     if (d) { d.hidden = true; d.innerHTML = ""; }
@@ -17,7 +29,7 @@
   function setLive(on) {
     if (!status) { return; }
     status.classList.toggle("live", on);
-    status.title = on ? "live" : "disconnected";
+    status.title = window.nylonT(on ? "live" : "disconnected");
     document.body.dataset.feed = on ? "live" : "down";
   }
 

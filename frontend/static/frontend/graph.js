@@ -18,7 +18,8 @@
           return { id: e.id, from: e.from, to: e.to, color: { color: e.color }, arrows: "to",
                    title: e.kind + " (" + e.weight + ")", width: 1 + 3 * e.weight };
         });
-        document.getElementById("graph-stats").textContent = nodes.length + " nodes, " + edges.length + " edges";
+        document.getElementById("graph-stats").textContent =
+          window.nylonT("graph_stats", { nodes: nodes.length, edges: edges.length });
         el.dataset.nodes = String(nodes.length);
         el.dataset.edges = String(edges.length);
         var opts = { physics: { stabilization: { iterations: 150 } }, interaction: { hover: true },
