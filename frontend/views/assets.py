@@ -281,7 +281,8 @@ def asset_acl(request, asset_id: int):
             grant = services.grant_create(actor=actor, obj=asset, object_type=ObjectType.ASSET, reason=reason,
                                           permission=form.cleaned_data["permission"], request_id=rid,
                                           **form.cleaned_data["grantee"])
-            messages.success(request, _("Access granted to %(who)s.") % {"who": services.grant_label(grant)})
+            who = dict(grantees).get(request.POST.get("grantee", ""), services.grant_label(grant))
+            messages.success(request, _("Access granted to %(who)s.") % {"who": who})
             return redirect("frontend:asset-acl", asset_id=asset.id)
         if op == "revoke":
             grant_id = _int(request.POST.get("grant_id"))

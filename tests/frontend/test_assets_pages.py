@@ -380,6 +380,7 @@ def test_restrict_and_grant_then_the_grantee_reads_it(world, assets, login):
     r = owner.post(f"/console/assets/{skill.id}/acl/", {"op": "grant", "grantee": f"user:{a.member.id}",
                                                         "permission": "read"})
     assert r.status_code == 302
+    assert f"Access granted to user:{a.member.username}." in owner.get(r["Location"]).content.decode()
     grant = AccessGrant.objects.get(object_type="asset", object_id=skill.id)
     assert grant.grantee_user_id == a.member.id and grant.permission == "read"
     ev = AuditEvent.objects.filter(org=a.org, action="acl.grant", object_id=str(skill.id)).latest("id")

@@ -124,7 +124,39 @@ def seeded(world):
         services.TurnIn(text="We booked the Lisbon offsite for March 14.", speaker="Ana")]).node_ids[0]
     Conflict.objects.create(org=a.org, node_a_id=min(first, moved), node_b_id=max(first, moved),
                             reason="different date for the offsite", detector="rule")
+
+    # Assets: the owner's private runbook in two versions (the diff), and two org-wide ones.
+    from assets import services as asset_services
+
+    runbook = asset_services.asset_create(
+        actor=owner, kind="wiki", title="Offsite runbook", summary="Who books what for Lisbon",
+        body="1. Book the venue.\n2. Book the flights.\n3. Share the budget (12,000 euros).")
+    asset_services.asset_update(actor=owner, asset=runbook, expected_version=1, data={
+        "body": "1. Book the Alfama venue.\n2. Book the flights (Ben: window seat).\n3. Share the budget (12,000 euros)."})
+    skill = asset_services.asset_create(actor=owner, kind="skill", title="Escalation skill", visibility="org",
+                                        summary="Page the on-call engineer", body="Page the on-call engineer.")
+    for to in ("candidate", "approved"):
+        asset_services.asset_transition(actor=owner, asset=skill, to=to)
+    asset_services.asset_create(actor=owner, kind="persona", title="Team persona", visibility="org",
+                                body="You are the offsite planning assistant.")
+    world["asset_id"] = runbook.id
     return world
+
+
+def _in_thread(fn):
+    """Runs ORM code on a thread of its own: Playwright's event loop makes the ORM refuse this one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connections
+
+    def run():
+        try:
+            return fn()
+        finally:
+            connections.close_all()  # the test database is dropped at the end: leave no session
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(run).result()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -215,6 +247,52 @@ def test_console_end_to_end(seeded, live_server_url, browser_page):
     page.click("nav >> text=Audit")
     page.wait_for_selector("#audit-table")
     assert "conflict.resolve" in page.inner_text("#audit-table")
+
+    # assets: list → one asset (versions, diff) → restricted → a member granted in the ACL editor
+    asset_id = seeded["asset_id"]
+    member_ctx = page.context.browser.new_context(viewport={"width": 1360, "height": 900})
+    member_page = member_ctx.new_page()
+    member_page.goto(f"{base}/login/")
+    member_page.fill("input[name=username]", a.member.username)
+    member_page.fill("input[name=password]", "pw-member-123")
+    member_page.click("button[type=submit]")
+    member_page.wait_for_url(f"{base}/console/")
+    assert member_page.goto(f"{base}/console/assets/{asset_id}/").status == 404  # the owner's private asset
+    page.click("nav >> text=Assets")
+    page.wait_for_selector("#asset-table")
+    assert page.locator("tr.asset-row").count() == 3
+    page.screenshot(path=SHOTS / "assets.png", full_page=True)
+    page.click("#asset-table >> text=Offsite runbook")
+    page.wait_for_selector("#diff-split")
+    assert "Alfama" in page.inner_text("#diff-split tr.d-replace")
+    assert page.locator("#version-table tr[data-version]").count() == 2
+    page.screenshot(path=SHOTS / "asset.png", full_page=True)
+    page.select_option("#visibility-form select[name=visibility]", "restricted")
+    page.click("#visibility-save")
+    page.wait_for_selector("#acl-link")
+    assert page.inner_text("#asset-visibility") == "restricted"
+    page.click("#acl-link")
+    page.wait_for_selector("#no-grants")
+    page.select_option("#grant-add select[name=grantee]", label=f"user:{a.member.username}")
+    page.click("#grant-save")
+    page.wait_for_selector(f"#grant-table tr[data-grant-id] >> text=user:{a.member.username}")
+    page.screenshot(path=SHOTS / "asset-acl.png", full_page=True)
+
+    def acl_in_db():
+        from assets.models import AccessGrant, Asset, AuditEvent
+
+        grants = list(AccessGrant.objects.filter(object_type="asset", object_id=asset_id)
+                      .values_list("grantee_kind", "grantee_user_id", "permission"))
+        audited = set(AuditEvent.objects.filter(object_id=str(asset_id)).values_list("action", flat=True))
+        return Asset.objects.get(id=asset_id).visibility, grants, audited
+
+    visibility, grants, audited = _in_thread(acl_in_db)
+    assert visibility == "restricted" and grants == [("user", a.member.id, "read")]
+    assert {"asset.update", "acl.grant"} <= audited
+    # the grantee now reads it
+    assert member_page.goto(f"{base}/console/assets/{asset_id}/").status == 200
+    assert "Offsite runbook" in member_page.inner_text("h1")
+    member_ctx.close()
 
     # live feed: weave through the API with the new key while the page is open
     page.click("nav >> text=Memories")
