@@ -549,3 +549,18 @@ def test_unknown_op_changes_nothing(world, assets, login):
     r = c.post(f"/console/assets/{runbook.id}/", {"op": "explode"})
     assert r.status_code == 302 and "Unknown action" in c.get(r["Location"]).content.decode()
     assert Asset.objects.get(id=runbook.id).version == 2
+
+
+def test_invalid_forms_rerender_with_errors_and_write_nothing(world, assets, login):
+    a = world["a"]
+    runbook, skill = assets["runbook"], assets["skill"]
+    r = login(a.member).post(f"/console/assets/{runbook.id}/", {"op": "edit", "expected_version": 2, "title": ""})
+    assert r.status_code == 400 and 'id="asset-edit" open' in r.content.decode()
+    r = login(a.admin).post(f"/console/assets/{skill.id}/", {"op": "bind", "agent": a.agent.id, "mode": "full",
+                                                              "priority": -1})
+    assert r.status_code == 400 and "greater than or equal to 0" in r.content.decode()
+    r = login(a.owner).post(f"/console/assets/{skill.id}/", {"op": "visibility", "visibility": "public",
+                                                              "expected_version": 1})
+    assert r.status_code == 400
+    assert Asset.objects.get(id=runbook.id).version == 2 and not AgentBinding.objects.exists()
+    assert Asset.objects.get(id=skill.id).visibility == "org"
