@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -20,6 +23,17 @@ class ServiceUnavailable(exceptions.APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_code = "unavailable"
     default_detail = "A dependency is unavailable."
+
+
+class DatabaseUnavailable(ServiceUnavailable):
+    """Postgres unreachable (restart, failover, connections exhausted): retryable, so a 503 with
+    Retry-After instead of a 500. Writes are idempotent on ``event_id``, so retrying is safe."""
+
+    default_detail = "The database is unavailable or busy; retry shortly."
+    wait = 1  # seconds, sent as Retry-After
+
+
+log = logging.getLogger("nylon.errors")
 
 
 def _flatten(detail) -> dict:
@@ -45,6 +59,9 @@ def exception_handler(exc, context):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, (OperationalError, InterfaceError)):
+        log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        exc = DatabaseUnavailable()
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

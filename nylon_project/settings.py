@@ -116,6 +116,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_interval": env_int("NYLON_CELERY_RESTORE_INTERVAL", 10),
     "unacked_restore_throttle": env_int("NYLON_CELERY_RESTORE_THROTTLE", 10),
 }
+# Broker outages (a Redis restart): keep retrying to connect, on start-up too, instead of exiting;
+# tasks running when the connection drops are cancelled and redelivered (they cannot be acked on the
+# new connection, and every task is idempotent), which is Celery 6's default made explicit.
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.nylon_home() / "celerybeat-schedule")
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BEAT_SCHEDULE = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -18,6 +19,7 @@ from rest_framework import authentication, exceptions, permissions, throttling
 from .models import ROLE_RANK, Agent, ApiKey, Membership, Organization, Role, Scope, TeamMembership, TeamRole
 
 KEY_PREFIX = "nyl_"
+log = logging.getLogger("nylon.auth")
 
 
 @dataclass(frozen=True)
@@ -210,7 +212,20 @@ class IsOrgActor(permissions.BasePermission):
 
 
 class ActorRateThrottle(throttling.SimpleRateThrottle):
+    """Per key (or user) rate limit, counted in the Redis cache. When Redis is unreachable (a
+    restart, a failover) the limit fails open: requests are served unthrottled and a warning is
+    logged, rather than every API call failing with a 500 for the length of the outage."""
+
     scope = "actor"
+
+    def allow_request(self, request, view) -> bool:
+        from redis.exceptions import RedisError
+
+        try:
+            return super().allow_request(request, view)
+        except RedisError as exc:
+            log.warning("rate limit not checked (cache unavailable: %s); request allowed", type(exc).__name__)
+            return True
 
     def get_cache_key(self, request, view):
         actor = getattr(request, "actor", None)

@@ -23,6 +23,8 @@ def test_services_images_and_healthchecks():
     for name in ("web", "worker", "beat"):
         assert services[name]["build"] == "."
         assert services[name]["depends_on"]["redis"]["condition"] == "service_healthy"
+    for name in services:  # recovery without manual steps (bench/faults.py measures it)
+        assert services[name]["restart"] == "unless-stopped", name
 
 
 def test_env_points_apps_at_compose_services():

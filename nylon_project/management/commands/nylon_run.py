@@ -1,5 +1,7 @@
 """`make run`: migrate, seed the demo org, then run the ASGI server, a Celery worker and beat in
-the foreground. Ctrl-C (or SIGTERM) stops all three and waits for them."""
+the foreground, as a small supervisor: a child that dies (crash, OOM kill, kill -9) is started
+again, with a back-off when it keeps dying. Ctrl-C (or SIGTERM) stops all three and waits for
+them."""
 
 from __future__ import annotations
 
@@ -8,24 +10,54 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+RESTART_MIN_SECS = 0.5  # first restart of a child that had been running fine
+RESTART_MAX_SECS = 30.0  # back-off cap for a child that dies again and again
+STABLE_SECS = 60.0  # a child that lived this long is "fine" again: the back-off resets
+
+
+@dataclass
+class Child:
+    name: str
+    cmd: list[str]
+    env: dict
+    proc: subprocess.Popen | None = None
+    started_at: float = 0.0
+    backoff: float = RESTART_MIN_SECS
+    restart_at: float | None = None  # set while waiting to restart after an exit
+    restarts: int = 0
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.cmd, env=self.env)
+        self.started_at = time.monotonic()
+        self.restart_at = None
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
 
 class Command(BaseCommand):
-    help = "Run Nylon: ASGI server + Celery worker + Celery beat, on the configured services."
+    help = "Run Nylon: ASGI server + Celery worker + Celery beat, restarted when they die."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("NYLON_HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("NYLON_PORT", "8000")))
         parser.add_argument("--web-workers", type=int, default=int(os.environ.get("NYLON_WEB_WORKERS", "1")))
         parser.add_argument("--concurrency", type=int, default=int(os.environ.get("NYLON_WORKER_CONCURRENCY", "2")))
+        parser.add_argument("--no-restart", action="store_true",
+                            help="stop everything when a child exits instead of restarting it")
+        parser.add_argument("--no-seed", action="store_true", help="do not create the demo org")
 
-    def handle(self, *args, host: str, port: int, web_workers: int, concurrency: int, **opts):
+    def handle(self, *args, host: str, port: int, web_workers: int, concurrency: int, no_restart: bool,
+               no_seed: bool, **opts):
         call_command("migrate", interactive=False, verbosity=0)
-        call_command("seed_demo")
+        if not no_seed:
+            call_command("seed_demo")
         py = sys.executable
         env = dict(os.environ)  # carries DATABASE_URL/REDIS_URL resolved by the embedded bootstrap
         queue = settings.CELERY_TASK_DEFAULT_QUEUE
@@ -37,7 +69,9 @@ class Command(BaseCommand):
             "beat": [py, "-m", "celery", "-A", "nylon_project", "beat", "-l", "INFO",
                      "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
         }
-        procs = {name: subprocess.Popen(cmd, env=env) for name, cmd in commands.items()}
+        children = [Child(name, cmd, env) for name, cmd in commands.items()]
+        for child in children:
+            child.start()
         self.stdout.write(self.style.SUCCESS(f"Nylon is serving on http://{host}:{port}/ "
                                              f"(health: /healthz, API docs: /api/docs/). Ctrl-C stops."))
         stopping = False
@@ -50,19 +84,40 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         try:
             while not stopping:
-                for name, p in procs.items():
-                    if p.poll() is not None:
-                        self.stderr.write(f"{name} exited with {p.returncode}; stopping the others.")
+                for child in children:
+                    self._supervise(child, no_restart)
+                    if no_restart and child.restart_at is not None:
                         stopping = True
-                time.sleep(0.5)
+                time.sleep(0.2)
         finally:
-            for p in procs.values():
+            procs = [c.proc for c in children if c.proc is not None]
+            for p in procs:
                 if p.poll() is None:
                     p.send_signal(signal.SIGTERM)
             deadline = time.time() + 20
-            for p in procs.values():
+            for p in procs:
                 try:
                     p.wait(timeout=max(0.1, deadline - time.time()))
                 except subprocess.TimeoutExpired:
                     p.kill()
             self.stdout.write("Nylon stopped.")
+
+    def _supervise(self, child: Child, no_restart: bool) -> None:
+        now = time.monotonic()
+        if child.running():
+            return
+        if child.restart_at is None:  # just noticed the exit
+            lived = now - child.started_at
+            # The first restart, or one after a stable run, is quick; a child that keeps dying
+            # young waits twice as long each time (up to RESTART_MAX_SECS).
+            quick = lived >= STABLE_SECS or child.restarts == 0
+            child.backoff = RESTART_MIN_SECS if quick else min(child.backoff * 2, RESTART_MAX_SECS)
+            child.restart_at = now + child.backoff
+            action = "stopping the others" if no_restart else f"restarting it in {child.backoff:.1f} s"
+            self.stderr.write(f"{child.name} (pid {child.proc.pid}) exited with {child.proc.returncode} "
+                              f"after {lived:.1f} s; {action}.")
+            return
+        if not no_restart and now >= child.restart_at:
+            child.start()
+            child.restarts += 1
+            self.stderr.write(f"{child.name} restarted (pid {child.proc.pid}, restart #{child.restarts}).")
