@@ -12,6 +12,8 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC
 
 import numpy as np
@@ -101,6 +103,14 @@ class EngineCache:
 
     def peek(self, org_id: int) -> TenantIndex | None:
         return self._indexes.get(org_id)
+
+    @contextmanager
+    def reading(self, org_id: int) -> Iterator[None]:
+        """Hold while reading an org's index (visibility mask, resonate). Django runs concurrent
+        requests' sync views in threads of their own and a catch-up in ``get`` appends to the same
+        arrays, so reads and catch-ups of one org take turns; other orgs are not blocked."""
+        with self._lock(org_id):
+            yield
 
     def drop(self, org_id: int | None = None) -> None:
         with self._guard:

@@ -69,10 +69,12 @@ def resonate_for(
         result = resonate_sql(visible_nodes(actor=actor), query=query, query_vec=query_vec, params=params,
                               now_days=now_days())
     else:
-        allowed = index.visibility_mask(owner_keys=[actor.owner_key], team_ids=list(actor.team_ids),
-                                        restricted_allowed_node_ids=restricted_node_ids(actor))
-        result = resonate(index, query_text=query, query_tokens=tokenize(query), query_vec=query_vec,
-                          allowed=allowed, params=params, now_days=now_days())
+        restricted = restricted_node_ids(actor)
+        with get_cache().reading(actor.org.id):  # no concurrent catch-up appends to it meanwhile
+            allowed = index.visibility_mask(owner_keys=[actor.owner_key], team_ids=list(actor.team_ids),
+                                            restricted_allowed_node_ids=restricted)
+            result = resonate(index, query_text=query, query_tokens=tokenize(query), query_vec=query_vec,
+                              allowed=allowed, params=params, now_days=now_days())
     return ResonateOutcome(result=result, plan=plan, params=params, embed_ms=embed_ms,
                            total_ms=(time.perf_counter() - t0) * 1000, vector_used=query_vec is not None,
                            served_by="engine" if index is not None else "postgres")
