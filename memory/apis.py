@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import io
+
+from django.http import Http404
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import ParseError
 from rest_framework.response import Response
 
 from assets.access import access_node
 from nylon_project.api import Api, StrictSerializer, paginate, team_from_input
+from nylon_project.parsers import SafeJSONParser
 
 from . import selectors, services
 from .engine.types import MAX_K
@@ -197,3 +204,255 @@ class ResonateApi(Api):
             "truncated": out.result.truncated,
         }
         return Response(body)
+
+
+# --- bulk ingest ---------------------------------------------------------------------------------------
+
+_SESSION_FIELDS = frozenset({"session_key", "turns", "visibility", "team_id", "end_session"})
+_TURN_FIELDS = frozenset({"text", "speaker", "occurred_at", "event_id", "caption", "metadata"})
+
+
+class JSONLinesParser(SafeJSONParser):
+    """``application/x-ndjson``: one JSON value per line, each held to SafeJSONParser's rules."""
+
+    media_type = "application/x-ndjson"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        raw = stream.read() if stream is not None else b""
+        out = []
+        for n, line in enumerate(raw.splitlines(), 1):
+            if line.strip():
+                try:
+                    out.append(super().parse(io.BytesIO(line), media_type, parser_context))
+                except ParseError as exc:
+                    raise ParseError(f"Line {n}: {exc.detail}") from None
+        return out
+
+
+def _storable(value: str) -> bool:
+    """Postgres text holds neither NUL nor an unpaired surrogate."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _text_field(raw: dict, name: str, max_length: int, err: dict, *, required: bool = False) -> str:
+    if name not in raw:
+        if required:
+            err[name] = ["This field is required."]
+        return ""
+    value = raw[name]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)  # as DRF's CharField
+    if not isinstance(value, str):
+        err[name] = ["Not a valid string."]
+    elif len(value) > max_length:
+        err[name] = [f"Ensure this field has no more than {max_length} characters."]
+    elif not _storable(value):
+        err[name] = ["NUL characters and unpaired surrogates are not allowed."]
+    else:
+        return value
+    return ""
+
+
+def _json_storable(value) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not _storable(item):
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
+
+
+def _bulk_turn(raw) -> tuple[services.TurnIn | None, dict]:
+    if not isinstance(raw, dict):
+        return None, {"non_field_errors": ["Expected an object."]}
+    err: dict = {k: ["Unknown field."] for k in raw if k not in _TURN_FIELDS}
+    text = _text_field(raw, "text", services.MAX_TEXT_CHARS, err, required=True)
+    if "text" not in err and not text.strip():
+        err["text"] = ["Empty text."]
+    speaker = _text_field(raw, "speaker", 200, err)
+    event_id = _text_field(raw, "event_id", 200, err)
+    caption = _text_field(raw, "caption", 2000, err)
+    occurred = raw.get("occurred_at")
+    if occurred is not None:
+        parsed = parse_datetime(occurred) if isinstance(occurred, str) else None
+        if parsed is None:
+            err["occurred_at"] = ["Datetime has wrong format. Use ISO 8601."]
+        elif timezone.is_naive(parsed):
+            parsed = timezone.make_aware(parsed)
+        occurred = parsed
+    metadata = raw.get("metadata", {})
+    if not isinstance(metadata, dict):
+        err["metadata"] = [f'Expected a dictionary of items but got type "{type(metadata).__name__}".']
+    elif not _json_storable(metadata):
+        err["metadata"] = ["NUL characters and unpaired surrogates are not allowed."]
+    if err:
+        return None, err
+    return services.TurnIn(text=text, speaker=speaker, occurred_at=occurred, event_id=event_id, caption=caption,
+                           metadata=metadata), {}
+
+
+def _bulk_session(raw) -> tuple[dict | None, dict]:
+    if not isinstance(raw, dict):
+        return None, {"non_field_errors": ["Expected an object."]}
+    err: dict = {k: ["Unknown field."] for k in raw if k not in _SESSION_FIELDS}
+    key = _text_field(raw, "session_key", 200, err, required=True)
+    if "session_key" not in err and not key:
+        err["session_key"] = ["This field may not be blank."]
+    visibility = raw.get("visibility", Visibility.PRIVATE)
+    if visibility not in WRITE_VISIBILITIES:
+        err["visibility"] = [f'"{visibility}" is not a valid choice.']
+    team_id = raw.get("team_id")
+    if team_id is not None and (type(team_id) is not int or team_id < 1):
+        err["team_id"] = ["A valid integer is required."]
+    end = raw.get("end_session", False)
+    if not isinstance(end, bool):
+        err["end_session"] = ["Must be a valid boolean."]
+    turns_raw = raw.get("turns")
+    turns: list[services.TurnIn] = []
+    if not isinstance(turns_raw, list) or not turns_raw:
+        err["turns"] = ["At least one turn is required." if isinstance(turns_raw, list) or turns_raw is None
+                        else "Expected a list of items."]
+    else:
+        bad = {}
+        for i, t in enumerate(turns_raw):
+            turn, turn_err = _bulk_turn(t)
+            if turn_err:
+                bad[str(i)] = turn_err
+            else:
+                turns.append(turn)
+        if bad:
+            err["turns"] = bad
+    if err:
+        return None, err
+    return {"session_key": key, "turns": turns, "visibility": visibility, "team_id": team_id,
+            "end_session": end}, {}
+
+
+class BulkSessionsField(serializers.Field):
+    """Sessions as in weave-session (``session_key``, ``turns``, ``visibility``, ``team_id``,
+    ``end_session``), checked by the same rules in plain Python: a DRF serializer per turn costs
+    about 90 µs, as much as writing the row. Errors are keyed by session and turn index."""
+
+    def to_internal_value(self, data) -> list[dict]:
+        if not isinstance(data, list):
+            raise serializers.ValidationError("Expected a list of sessions.")
+        if not data:
+            raise serializers.ValidationError("At least one session is required.")
+        sessions, errors, turns = [], {}, 0
+        for i, raw in enumerate(data):
+            session, err = _bulk_session(raw)
+            if err:
+                errors[str(i)] = err
+                if len(errors) >= 50:  # enough to fix a file by; the rest is not looked at
+                    break
+            else:
+                sessions.append(session)
+                turns += len(session["turns"])
+        if errors:
+            raise serializers.ValidationError(errors)
+        if turns > services.BULK_MAX_TURNS:
+            raise serializers.ValidationError(f"More than {services.BULK_MAX_TURNS} turns in one request; split it.")
+        return sessions
+
+
+def bulk_sessions(actor, sessions: list[dict]) -> list[services.SessionIn]:
+    """Validated session dicts -> SessionIn, with each ``team_id`` resolved in the actor's org."""
+    teams: dict[int, object] = {}
+    errors = {}
+    out = []
+    for i, s in enumerate(sessions):
+        team = None
+        if s["team_id"] is not None:
+            if s["team_id"] not in teams:
+                try:
+                    teams[s["team_id"]] = team_from_input(actor, s["team_id"])
+                except serializers.ValidationError as exc:
+                    teams[s["team_id"]] = exc
+            team = teams[s["team_id"]]
+            if isinstance(team, serializers.ValidationError):
+                errors[str(i)] = team.detail
+                continue
+        out.append(services.SessionIn(session_key=s["session_key"], turns=s["turns"], visibility=s["visibility"],
+                                      team=team, end_session=s["end_session"]))
+    if errors:
+        raise serializers.ValidationError({"sessions": errors})
+    return out
+
+
+class BulkIngestApi(Api):
+    """Many sessions in one all-or-nothing write (COPY). Body: the sessions as a JSON array, or as
+    JSON lines (``Content-Type: application/x-ndjson``), one weave-session body each; at most
+    ``BULK_MAX_TURNS`` turns and the body-size limit per request.
+
+    Leaves get what weave-session gives them (silks, session seq, temporal-next edges, idempotency
+    on ``event_id``), but entity and similarity edges and conflict checks are not written before
+    the answer: they run in a background task afterwards (``deferred`` lists them; the batch's
+    state is at ``GET memories/bulk/{batch_id}``). ``?embed=false`` skips the embedder too: the
+    leaves are found by words at once and by meaning once the task has filled their vectors."""
+
+    parser_classes = [SafeJSONParser, JSONLinesParser]
+
+    class InputSerializer(StrictSerializer):
+        sessions = BulkSessionsField()
+
+    class QuerySerializer(StrictSerializer):
+        embed = serializers.BooleanField(default=True)
+
+    class OutputSerializer(serializers.Serializer):
+        batch_id = serializers.IntegerField(allow_null=True)
+        node_ids = serializers.ListField(child=serializers.IntegerField())
+        created = serializers.IntegerField()
+        existing = serializers.IntegerField()
+        sessions = serializers.IntegerField()
+        edges = serializers.IntegerField()
+        embedded = serializers.BooleanField()
+        deferred = serializers.ListField(child=serializers.CharField())
+
+    @extend_schema(request=WeaveSessionApi.InputSerializer(many=True), parameters=[QuerySerializer],
+                   responses={201: OutputSerializer})
+    def post(self, request):
+        q = self.QuerySerializer(data=request.query_params.dict())
+        q.is_valid(raise_exception=True)
+        s = self.InputSerializer(data={"sessions": request.data})
+        s.is_valid(raise_exception=True)
+        result = services.bulk_ingest(
+            actor=request.actor, sessions=bulk_sessions(request.actor, s.validated_data["sessions"]),
+            embed=q.validated_data["embed"], request_id=self.request_id())
+        return Response(self.OutputSerializer(result).data, status=status.HTTP_201_CREATED)
+
+
+class IngestBatchDetailApi(Api):
+    """A bulk write's deferred work, for the actor who wrote it: ``pending`` until its vectors, entity
+    and similarity edges are written and its conflict checks queued, then ``done``."""
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        status = serializers.CharField()
+        nodes = serializers.SerializerMethodField()
+        embed_pending = serializers.BooleanField()
+        attempts = serializers.IntegerField()
+        error = serializers.CharField()
+        created_at = serializers.DateTimeField()
+        finished_at = serializers.DateTimeField(allow_null=True)
+
+        def get_nodes(self, b) -> int:
+            return len(b.node_ids)
+
+    @extend_schema(responses=OutputSerializer)
+    def get(self, request, batch_id: int):
+        batch = selectors.ingest_batch_get(actor=request.actor, batch_id=batch_id)
+        if batch is None:
+            raise Http404
+        return Response(self.OutputSerializer(batch).data)

@@ -174,3 +174,31 @@ class MemorySession(models.Model):
             models.UniqueConstraint(fields=["org", "owner_user", "owner_agent", "key"], name="session_unique",
                                     nulls_distinct=False)
         ]
+
+
+class IngestBatch(models.Model):
+    """One bulk write (a ``memories/bulk`` call or a chunk of ``manage.py nylon_ingest``): the leaves it
+    created and the work deferred past its commit — vectors when it was written without them,
+    entity and similarity edges, conflict checks. The beat re-runs a batch whose work is not done,
+    so nothing depends on a queued message surviving."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DONE = "done"
+        FAILED = "failed"
+
+    org = models.ForeignKey("teams.Organization", on_delete=models.CASCADE, related_name="+")
+    owner_user = models.ForeignKey("auth.User", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    owner_agent = models.ForeignKey("teams.Agent", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    node_ids = ArrayField(models.BigIntegerField(), default=list, blank=True)
+    embed_pending = models.BooleanField(default=False)  # leaves written without vectors
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempts = models.IntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+    request_id = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    tried_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "created_at"], name="ingest_batch_status")]

@@ -18,7 +18,7 @@ from .engine import ResonateParams, ResonateResult, resonate
 from .engine.router import RoutePlan, route
 from .engine.tokenize import tokenize
 from .fallback import resonate_sql
-from .models import Node, Visibility
+from .models import IngestBatch, Node, Visibility
 
 
 def visible_nodes(*, actor: Actor) -> QuerySet[Node]:
@@ -32,6 +32,12 @@ def visible_nodes(*, actor: Actor) -> QuerySet[Node]:
 
 def node_get(*, actor: Actor, node_id: int) -> Node | None:
     return visible_nodes(actor=actor).filter(id=node_id).first()
+
+
+def ingest_batch_get(*, actor: Actor, batch_id: int) -> IngestBatch | None:
+    """A bulk write's batch, for the owner who wrote it only (anyone else: None, a 404)."""
+    own = {"owner_agent": actor.agent} if actor.agent is not None else {"owner_user": actor.user}
+    return IngestBatch.objects.filter(org=actor.org, id=batch_id, **own).first()
 
 
 @dataclass(frozen=True)

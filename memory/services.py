@@ -6,11 +6,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from functools import partial
+from typing import NamedTuple
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
+from pgvector.psycopg.vector import register_vector_info
+from psycopg.errors import UniqueViolation
+from psycopg.types import TypeInfo
 from rest_framework.exceptions import ValidationError
 
 from assets import audit
@@ -20,7 +25,7 @@ from teams.models import Team
 
 from .embedding import get_embedder
 from .engine.weave import EDGE_WEIGHTS, turn_text, weave_silks
-from .models import Edge, EdgeKind, MemorySession, Node, NodeKind, SourceKind, Visibility
+from .models import Edge, EdgeKind, IngestBatch, MemorySession, Node, NodeKind, SourceKind, Visibility
 
 log = logging.getLogger("nylon.memory")
 
@@ -86,10 +91,9 @@ def weave_session(
     now = timezone.now()
     texts = [turn_text(t.text, t.caption) for t in turns]
     for i, text in enumerate(texts):
-        if not text.strip():
-            raise ValidationError({"turns": {str(i): {"text": ["Empty text."]}}})
-        if len(text) > MAX_TEXT_CHARS:
-            raise ValidationError({"turns": {str(i): {"text": [f"Longer than {MAX_TEXT_CHARS} characters."]}}})
+        problem = _text_problem(text)
+        if problem:
+            raise ValidationError({"turns": {str(i): {"text": [problem]}}})
     # Embedding happens before the transaction: no row locks are held while the model runs.
     vectors = get_embedder().passages(texts)
     return _write_session(actor=actor, turns=turns, texts=texts, vectors=vectors, session_key=session_key,
@@ -131,18 +135,13 @@ def _write_session(*, actor, turns, texts, vectors, session_key, visibility, tea
             order.append((t.event_id, seen_events[t.event_id]))
             continue
         occurred = t.occurred_at or now
-        silks = weave_silks(t.text, occurred_at=occurred)
         last_seq += 1
         vec = vectors[i] if vectors is not None else None
         node = Node(
             org=actor.org, team=team, visibility=visibility, kind=NodeKind.LEAF, text=text,
-            speaker=t.speaker[:200], fact=silks.fact, entities=[e[:200] for e in silks.entities],
-            tags=[x[:200] for x in silks.tags], occurred_at=occurred, session_key=session_key, seq=last_seq,
-            valid_from=occurred, time_refs=silks.time_refs, valence=silks.valence, intensity=silks.intensity,
+            occurred_at=occurred, session_key=session_key, seq=last_seq, valid_from=occurred,
             source_kind=source_kind, source_user=actor.user, source_agent=actor.agent, event_id=t.event_id,
-            metadata={**(t.metadata or {}), "time_terms": silks.time_terms} if silks.time_terms else
-            dict(t.metadata or {}),
-            tension_updated_at=now, embedding=vec, embedded=vec is not None, **owner,
+            tension_updated_at=now, embedding=vec, embedded=vec is not None, **owner, **_leaf_silks(t, occurred),
         )
         if t.event_id:
             seen_events[t.event_id] = len(new_nodes)
@@ -179,10 +178,20 @@ def _write_session(*, actor, turns, texts, vectors, session_key, visibility, tea
                        embedded=vectors is not None, session_key=session_key)
 
 
+def _leaf_silks(t: TurnIn, occurred: datetime) -> dict:
+    """The silk columns of a verbatim leaf: one definition for weave and bulk ingest."""
+    silks = weave_silks(t.text, occurred_at=occurred)
+    return {
+        "speaker": t.speaker[:200], "fact": silks.fact, "entities": [e[:200] for e in silks.entities],
+        "tags": [x[:200] for x in silks.tags], "time_refs": silks.time_refs, "valence": silks.valence,
+        "intensity": silks.intensity,
+        "metadata": {**(t.metadata or {}), "time_terms": silks.time_terms} if silks.time_terms else
+        dict(t.metadata or {}),
+    }
+
+
 def _after_commit(**kwargs) -> None:
     """Background work (conflict detection, abstraction of an ended session) once committed."""
-    from functools import partial
-
     from reflection import hooks
 
     transaction.on_commit(partial(hooks.after_weave, **kwargs), robust=True)
@@ -200,45 +209,70 @@ def _link(actor: Actor, owner: dict, nodes: list[Node], prev_id: int | None) -> 
     chain = ([prev_id] if prev_id else []) + [n.id for n in nodes]
     for a, b in zip(chain, chain[1:], strict=False):
         edges.append(_edge(actor, a, b, EdgeKind.TEMPORAL_NEXT))
-    new_ids = {n.id for n in nodes}
-    owner_sql, owner_id = ("owner_agent_id", owner["owner_agent"].id) if owner["owner_agent"] else (
-        "owner_user_id", owner["owner_user"].id)
+    links = _neighbour_links(org_id=actor.org.id, owner=_owner_column(owner),
+                             nodes=[(n.id, n.entities, n.embedding is not None) for n in nodes])
+    edges.extend(_edge(actor, src, dst, kind) for src, dst, kind in links)
+    return edges
+
+
+def _owner_column(owner: dict) -> tuple[str, int]:
+    """(column, id) of an owner: ``owner_agent_id`` or ``owner_user_id``."""
+    if owner.get("owner_agent") is not None:
+        return "owner_agent_id", owner["owner_agent"].id
+    return "owner_user_id", owner["owner_user"].id
+
+
+def _neighbour_links(*, org_id: int, owner: tuple[str, int], nodes: list[tuple[int, list[str], bool]],
+                     before_id: int | None = None) -> list[tuple[int, int, str]]:
+    """(src, dst, kind) links from earlier nodes of the owner to ``nodes`` ((id, entities, has
+    vector), in write order): entity co-mention and, above a cosine threshold, nearest neighbours.
+
+    Earlier means not one of ``nodes`` and, when ``before_id`` is given (deferred linking, where later
+    writes may already exist), an id below it."""
+    if not nodes:
+        return []
+    links: list[tuple[int, int, str]] = []
+    new_ids = [nid for nid, _, _ in nodes]
+    owner_sql, owner_id = owner
+    before = [before_id] if before_id is not None else []
     with connection.cursor() as cur:
         # Entity co-mention: link to the latest earlier nodes of this owner naming the same entity.
-        entities = sorted({e for n in nodes for e in n.entities})
+        entities = sorted({e for _, ents, _ in nodes for e in ents})
         if entities:
             cur.execute(
                 f"""SELECT e, ids FROM unnest(%s::varchar[]) AS e, LATERAL (
                         SELECT array_agg(id) AS ids FROM (
                           SELECT id FROM memory_node WHERE org_id = %s AND {owner_sql} = %s
                             AND deleted_at IS NULL AND entities @> ARRAY[e]::varchar[] AND NOT (id = ANY(%s))
+                            {"AND id < %s" if before else ""}
                           ORDER BY id DESC LIMIT %s) s) x""",
-                [entities, actor.org.id, owner_id, list(new_ids), ENTITY_LINKS_PER_ENTITY],
+                [entities, org_id, owner_id, new_ids, *before, ENTITY_LINKS_PER_ENTITY],
             )
             by_entity = {e: list(ids or []) for e, ids in cur.fetchall()}
-            for n in nodes:
-                for e in n.entities:
+            for nid, ents, _ in nodes:
+                for e in ents:
                     earlier = by_entity.setdefault(e, [])
                     for other in earlier[:ENTITY_LINKS_PER_ENTITY]:
-                        edges.append(_edge(actor, other, n.id, EdgeKind.ENTITY))
-                    earlier.insert(0, n.id)  # later turns of this batch link to this one first
+                        links.append((other, nid, EdgeKind.ENTITY))
+                    earlier.insert(0, nid)  # later turns of this batch link to this one first
         # Similar: nearest earlier nodes of the owner by cosine, kept only above a threshold.
         # One LATERAL query for the whole batch (each probe uses the HNSW index).
-        with_vec = [n.id for n in nodes if n.embedding is not None]
+        with_vec = [nid for nid, _, has_vec in nodes if has_vec]
         if with_vec:
             cur.execute(
                 f"""SELECT n.id, c.id, c.sim FROM memory_node n, LATERAL (
                         SELECT m.id, 1 - (m.embedding <=> n.embedding) AS sim FROM memory_node m
                         WHERE m.org_id = %s AND m.{owner_sql} = %s AND m.deleted_at IS NULL
                           AND m.embedding IS NOT NULL AND NOT (m.id = ANY(%s))
+                          {"AND m.id < %s" if before else ""}
                         ORDER BY m.embedding <=> n.embedding LIMIT %s) c
                     WHERE n.id = ANY(%s)""",
-                [actor.org.id, owner_id, list(new_ids), SIMILAR_PER_NODE, with_vec],
+                [org_id, owner_id, new_ids, *before, SIMILAR_PER_NODE, with_vec],
             )
             for nid, other, sim in cur.fetchall():
                 if sim >= SIMILAR_MIN_COSINE:
-                    edges.append(_edge(actor, other, nid, EdgeKind.SIMILAR))
-    return edges
+                    links.append((other, nid, EdgeKind.SIMILAR))
+    return links
 
 
 @transaction.atomic
@@ -258,11 +292,14 @@ def record_recall(*, node_ids: list[int]) -> None:
                                                     tension_updated_at=now)
 
 
-def reembed_missing(*, org_id: int | None = None, batch: int = 256) -> int:
-    """Fill vectors of nodes written while the embedder failed; returns how many were filled."""
+def reembed_missing(*, org_id: int | None = None, node_ids: Sequence[int] | None = None, batch: int = 256) -> int:
+    """Fill vectors of nodes written while the embedder failed (or by a bulk ingest without
+    embedding); returns how many were filled."""
     qs = Node.objects.filter(embedded=False, deleted_at__isnull=True)
     if org_id is not None:
         qs = qs.filter(org_id=org_id)
+    if node_ids is not None:
+        qs = qs.filter(id__in=list(node_ids))
     done = 0
     embedder = get_embedder()
     while True:
@@ -276,3 +313,348 @@ def reembed_missing(*, org_id: int | None = None, batch: int = 256) -> int:
             for (nid, _), vec in zip(rows, vectors, strict=True):
                 Node.objects.filter(id=nid, embedded=False).update(embedding=vec, embedded=True)
         done += len(rows)
+
+
+# --- bulk ingest ---------------------------------------------------------------------------------------
+
+BULK_MAX_TURNS = 10_000
+BULK_EMBED_BATCH = 256
+LINK_CHUNK = 500
+DEFERRED_LINKS = ["entity_edges", "similar_edges", "conflict_checks"]
+
+
+@dataclass(frozen=True)
+class SessionIn:
+    session_key: str
+    turns: Sequence[TurnIn]
+    visibility: str = Visibility.PRIVATE
+    team: Team | None = None
+    end_session: bool = False
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    batch_id: int | None
+    node_ids: list[int]  # one per turn, in input order (an already written event id maps to its node)
+    created: int
+    existing: int
+    sessions: int
+    edges: int
+    embedded: bool
+    deferred: list[str]
+
+
+class _Row(NamedTuple):
+    session: int  # index into the request's sessions
+    turn: TurnIn
+    text: str
+
+
+# What COPY writes per leaf: every column a leaf written by weave_session has. ``search``
+# (generated) and ``txid`` (default) are filled by Postgres itself.
+_NODE_COPY = (
+    "id", "org_id", "owner_user_id", "owner_agent_id", "team_id", "visibility", "kind", "text", "speaker", "fact",
+    "entities", "tags", "occurred_at", "session_key", "seq", "valid_from", "time_refs", "valence", "intensity",
+    "mentions", "source_kind", "source_user_id", "source_agent_id", "event_id", "source_node_ids", "metadata",
+    "confidence", "t0", "lam", "tension_updated_at", "embedding", "embedded", "created_at", "updated_at",
+)
+_EDGE_COPY = ("org_id", "src_id", "dst_id", "kind", "weight", "created_at")
+
+
+def bulk_ingest(
+    *,
+    actor: Actor,
+    sessions: Sequence[SessionIn],
+    embed: bool = True,
+    source_kind: str = SourceKind.IMPORT,
+    request_id: str = "",
+) -> BulkResult:
+    """Many sessions of verbatim leaves in one transaction, written with COPY: all or nothing.
+
+    Each leaf gets exactly what weave_session gives it (owner, team, visibility, silks, session
+    and seq, temporal-next edges, idempotency on ``event_id``). Vectors are computed before the
+    transaction in batches (``embed=False`` leaves them to the batch's background task). Entity
+    and similarity edges and conflict checks are not on this path: they run after commit in
+    ``enrich_batch`` (an ``IngestBatch`` row keeps that work durable)."""
+    teams, rows = _bulk_plan(actor, sessions)
+    now = timezone.now()
+    vectors = _embed_new_rows(actor, rows) if embed else {}
+    write = partial(_bulk_write, actor=actor, sessions=sessions, teams=teams, rows=rows, vectors=vectors,
+                    source_kind=source_kind, now=now, request_id=request_id)
+    try:
+        return write()
+    except UniqueViolation:
+        # A concurrent write committed one of these event ids after our check: once more, skipping it.
+        log.info("bulk ingest of %s met a concurrent write of the same event id; writing again", actor.label)
+        return write()
+
+
+def _text_problem(text: str) -> str:
+    if not text.strip():
+        return "Empty text."
+    if len(text) > MAX_TEXT_CHARS:
+        return f"Longer than {MAX_TEXT_CHARS} characters."
+    return ""
+
+
+def _bulk_plan(actor: Actor, sessions: Sequence[SessionIn]) -> tuple[list[Team | None], list[_Row]]:
+    """Validate the whole request before anything is written; errors keyed by session and turn index."""
+    if not sessions:
+        raise ValidationError({"sessions": ["At least one session is required."]})
+    errors: dict[str, dict] = {}
+    teams: list[Team | None] = []
+    rows: list[_Row] = []
+    for si, s in enumerate(sessions):
+        err: dict = {}
+        try:
+            teams.append(_check_scope(actor, s.visibility, s.team))
+        except ValidationError as exc:
+            err.update(exc.detail)
+            teams.append(None)
+        if not s.session_key:
+            err["session_key"] = ["A session key is required."]
+        if not s.turns:
+            err["turns"] = ["At least one turn is required."]
+        bad: dict[str, dict] = {}
+        for ti, t in enumerate(s.turns):
+            text = turn_text(t.text, t.caption)
+            problem = _text_problem(text)
+            if problem:
+                bad[str(ti)] = {"text": [problem]}
+            rows.append(_Row(si, t, text))
+        if bad:
+            err["turns"] = bad
+        if err:
+            errors[str(si)] = err
+    if errors:
+        raise ValidationError({"sessions": errors})
+    if len(rows) > BULK_MAX_TURNS:
+        raise ValidationError({"sessions": [f"More than {BULK_MAX_TURNS} turns in one request."]})
+    return teams, rows
+
+
+def _existing_events(cur, *, org_id: int, owner: tuple[str, int], event_ids: list[str]) -> dict[str, int]:
+    if not event_ids:
+        return {}
+    owner_sql, owner_id = owner
+    cur.execute(f"SELECT event_id, id FROM memory_node WHERE org_id = %s AND {owner_sql} = %s "
+                "AND event_id = ANY(%s)", [org_id, owner_id, event_ids])
+    return dict(cur.fetchall())
+
+
+def _embed_new_rows(actor: Actor, rows: list[_Row]) -> dict[int, object]:
+    """Vectors (by row index) of the rows not written yet, in batches, before any transaction. A
+    row missing from the answer (the embedder failed) is written without and embedded later."""
+    owner = _owner_column(_owner_fields(actor))
+    with connection.cursor() as cur:
+        known = _existing_events(cur, org_id=actor.org.id, owner=owner,
+                                 event_ids=sorted({r.turn.event_id for r in rows if r.turn.event_id}))
+    todo = [i for i, r in enumerate(rows) if not (r.turn.event_id and r.turn.event_id in known)]
+    embedder = get_embedder()
+    out: dict[int, object] = {}
+    for start in range(0, len(todo), BULK_EMBED_BATCH):
+        part = todo[start:start + BULK_EMBED_BATCH]
+        vectors = embedder.passages([rows[i].text for i in part])
+        if vectors is None:
+            break  # embedder down: the rest goes in without vectors (the batch task fills them)
+        out.update(zip(part, vectors, strict=True))
+    return out
+
+
+@transaction.atomic
+def _bulk_write(*, actor: Actor, sessions: Sequence[SessionIn], teams: list[Team | None], rows: list[_Row],
+                vectors: dict[int, object], source_kind: str, now: datetime, request_id: str) -> BulkResult:
+    owner = _owner_fields(actor)
+    owner_col = _owner_column(owner)
+    org_id = actor.org.id
+    keys = list(dict.fromkeys(s.session_key for s in sessions))
+
+    # Sessions: create the missing ones, then lock them all (in key order, so writers never deadlock).
+    started: dict[str, datetime] = {}
+    for r in rows:
+        started.setdefault(sessions[r.session].session_key, r.turn.occurred_at or now)
+    MemorySession.objects.bulk_create(
+        [MemorySession(org=actor.org, key=k, started_at=started[k], last_turn_at=now, **owner) for k in keys],
+        ignore_conflicts=True)
+    locked = {m.key: m for m in MemorySession.objects.select_for_update()
+              .filter(org=actor.org, key__in=keys, **owner).order_by("key")}
+
+    with connection.cursor() as cur:
+        existing = _existing_events(cur, org_id=org_id, owner=owner_col,
+                                    event_ids=sorted({r.turn.event_id for r in rows if r.turn.event_id}))
+        # The last leaf of each session continues its seq and temporal-next chain.
+        cur.execute(f"""SELECT DISTINCT ON (session_key) session_key, id, seq FROM memory_node
+                        WHERE org_id = %s AND {owner_col[0]} = %s AND kind = %s AND session_key = ANY(%s)
+                        ORDER BY session_key, seq DESC""", [org_id, owner_col[1], NodeKind.LEAF, keys])
+        last = {k: (nid, seq) for k, nid, seq in cur.fetchall()}
+
+        # Which rows are new (an event id already written, or repeated in this request, is not);
+        # their ids come from the table's own sequence, so edges are known before the rows are sent.
+        new: list[int] = []  # row indexes, in write order
+        first: dict[str, int] = {}  # event id -> the row that writes it
+        for i, r in enumerate(rows):
+            eid = r.turn.event_id
+            if eid and (eid in existing or eid in first):
+                continue
+            new.append(i)
+            if eid:
+                first[eid] = i
+        ids: list[int] = []
+        if new:
+            cur.execute("SELECT nextval(pg_get_serial_sequence('memory_node', 'id')) FROM generate_series(1, %s)",
+                        [len(new)])
+            ids = sorted(x for (x,) in cur.fetchall())
+        row_id = dict(zip(new, ids, strict=True))
+        node_ids = [row_id[i] if i in row_id else existing.get(r.turn.event_id) or row_id[first[r.turn.event_id]]
+                    for i, r in enumerate(rows)]
+
+        plan = []  # (row index, id, seq, occurred)
+        edges: list[tuple] = []
+        added: dict[str, list[datetime]] = {}
+        for i in new:
+            r = rows[i]
+            key = sessions[r.session].session_key
+            prev_id, prev_seq = last.get(key, (None, -1))
+            nid, occurred = row_id[i], r.turn.occurred_at or now
+            plan.append((i, nid, prev_seq + 1, occurred))
+            if prev_id is not None:
+                edges.append((org_id, prev_id, nid, EdgeKind.TEMPORAL_NEXT, EDGE_WEIGHTS[EdgeKind.TEMPORAL_NEXT], now))
+            last[key] = (nid, prev_seq + 1)
+            added.setdefault(key, []).append(occurred)
+
+        if plan:
+            _copy(cur, "memory_node", _NODE_COPY,
+                  _node_rows(actor, owner, sessions, teams, rows, plan, vectors, source_kind, now))
+            _copy(cur, "memory_edge", _EDGE_COPY, edges)
+
+    ended: list[int] = []
+    touched = []
+    ending = {s.session_key for s in sessions if s.end_session}
+    for key, times in added.items():
+        session = locked[key]
+        session.turn_count += len(times)
+        session.last_turn_at = max(times)
+        if key in ending:
+            session.ended_at = now
+            session.abstraction_status = MemorySession.Status.PENDING
+            ended.append(session.id)
+        elif session.ended_at is not None:  # new turns reopen an ended session, as in weave_session
+            session.ended_at = None
+            session.abstraction_status = MemorySession.Status.OPEN
+            session.reflection_status = MemorySession.Status.OPEN
+        touched.append(session)
+    MemorySession.objects.bulk_update(touched, ["turn_count", "last_turn_at", "ended_at", "abstraction_status",
+                                                "reflection_status"])
+
+    batch = None
+    embedded = all(i in vectors for i in new)
+    deferred: list[str] = []
+    if new:
+        batch = IngestBatch.objects.create(org=actor.org, node_ids=ids, embed_pending=not embedded,
+                                           request_id=request_id[:64], **owner)
+        deferred = (["embedding"] if not embedded else []) + DEFERRED_LINKS
+        audit.record(actor=actor, action="memory.bulk_ingest", object_type="ingest_batch", object_id=batch.id,
+                     detail={"nodes": len(new), "existing": len(rows) - len(new), "sessions": len(added),
+                             "edges": len(edges), "embedded": embedded}, request_id=request_id)
+        events.publish(org_id, "memory.woven", {"node_ids": ids[:50], "session_key": keys[0] if len(keys) == 1
+                                                else "", "sessions": len(added)})
+        from reflection import hooks
+
+        transaction.on_commit(partial(hooks.after_bulk_ingest, batch_id=batch.id, ended_session_ids=ended),
+                              robust=True)
+    return BulkResult(batch_id=batch.id if batch else None, node_ids=node_ids, created=len(new),
+                      existing=len(rows) - len(new), sessions=len(keys), edges=len(edges), embedded=embedded,
+                      deferred=deferred)
+
+
+def _node_rows(actor, owner, sessions, teams, rows, plan, vectors, source_kind, now):
+    """COPY tuples of the new leaves; silks are computed as the rows stream, so Python builds the
+    next rows while Postgres indexes the previous ones."""
+    org_id = actor.org.id
+    owner_user_id = owner["owner_user"].id if owner["owner_user"] is not None else None
+    owner_agent_id = owner["owner_agent"].id if owner["owner_agent"] is not None else None
+    source_user_id = actor.user.id if actor.user is not None else None
+    source_agent_id = actor.agent.id if actor.agent is not None else None
+    mentions, confidence, t0, lam = (Node._meta.get_field(f).get_default()
+                                     for f in ("mentions", "confidence", "t0", "lam"))
+    for i, nid, seq, occurred in plan:
+        r = rows[i]
+        s = sessions[r.session]
+        team = teams[r.session]
+        leaf = _leaf_silks(r.turn, occurred)
+        vec = vectors.get(i)
+        yield (nid, org_id, owner_user_id, owner_agent_id, team.id if team is not None else None, s.visibility,
+               NodeKind.LEAF.value, r.text, leaf["speaker"], leaf["fact"], leaf["entities"], leaf["tags"], occurred,
+               s.session_key, seq, occurred, leaf["time_refs"], leaf["valence"], leaf["intensity"], mentions,
+               str(source_kind), source_user_id, source_agent_id, r.turn.event_id, [], leaf["metadata"],
+               confidence, t0, lam, now, vec, vec is not None, now, now)
+
+
+def _copy(cur, table: str, columns: tuple[str, ...], rows) -> None:
+    """Binary COPY of ``rows`` into ``table`` on the transaction's own connection; each value is
+    sent as its column's type, read from the catalogue (a user id is int4, a node id int8)."""
+    raw = cur.cursor  # the psycopg cursor under Django's wrapper
+    raw.execute("SELECT attname, atttypid::int, atttypid = 'vector'::regtype FROM pg_attribute "
+                "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped", [table])
+    found = {name: (oid, is_vector) for name, oid, is_vector in raw.fetchall()}
+    if any(found[c][1] for c in columns):
+        # On this cursor only: the connection's other readers keep getting vectors as text.
+        register_vector_info(raw, TypeInfo.fetch(raw.connection, "vector"))
+    with raw.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as cp:
+        cp.set_types([found[c][0] for c in columns])
+        for row in rows:
+            cp.write_row(row)
+
+
+def enrich_batch(*, batch_id: int) -> dict:
+    """The work a bulk ingest deferred past its commit: vectors it was written without, then entity
+    and similarity edges (as weave_session links, in chunks of ``LINK_CHUNK`` leaves), then conflict
+    checks. Idempotent: only missing vectors are filled, edges are unique, the batch is marked done
+    last; a failure leaves it for the beat (``enqueue_pending_batches``)."""
+    batch = IngestBatch.objects.filter(pk=batch_id).first()
+    if batch is None or batch.status == IngestBatch.Status.DONE:
+        return {"batch": batch_id, "status": batch.status if batch else "missing"}
+    IngestBatch.objects.filter(pk=batch_id).update(attempts=F("attempts") + 1, tried_at=timezone.now())
+    ids = sorted(batch.node_ids)
+    try:
+        if batch.embed_pending:
+            reembed_missing(org_id=batch.org_id, node_ids=ids)
+            if Node.objects.filter(id__in=ids, embedded=False, deleted_at__isnull=True).exists():
+                IngestBatch.objects.filter(pk=batch_id).update(error="embedder unavailable: vectors pending")
+                return {"batch": batch_id, "status": IngestBatch.Status.PENDING}
+        owner = (("owner_agent_id", batch.owner_agent_id) if batch.owner_agent_id else
+                 ("owner_user_id", batch.owner_user_id))
+        edges = 0
+        from reflection import hooks
+
+        for start in range(0, len(ids), LINK_CHUNK):
+            chunk = ids[start:start + LINK_CHUNK]
+            nodes = [(nid, ents, has_vec) for nid, ents, has_vec in Node.objects.filter(
+                id__in=chunk, deleted_at__isnull=True).order_by("id").values_list("id", "entities", "embedded")]
+            links = _neighbour_links(org_id=batch.org_id, owner=owner, nodes=nodes, before_id=chunk[0])
+            Edge.objects.bulk_create([Edge(org_id=batch.org_id, src_id=src, dst_id=dst, kind=kind,
+                                           weight=EDGE_WEIGHTS[kind]) for src, dst, kind in links],
+                                     ignore_conflicts=True)
+            edges += len(links)
+            hooks.after_weave(org_id=batch.org_id, node_ids=[n[0] for n in nodes])
+    except Exception as exc:
+        IngestBatch.objects.filter(pk=batch_id).update(status=IngestBatch.Status.FAILED,
+                                                       error=f"{type(exc).__name__}: {exc}"[:500])
+        raise
+    IngestBatch.objects.filter(pk=batch_id).update(status=IngestBatch.Status.DONE, embed_pending=False, error="",
+                                                   finished_at=timezone.now())
+    return {"batch": batch_id, "status": IngestBatch.Status.DONE, "edges": edges}
+
+
+def enqueue_pending_batches(*, retry_after_secs: float = 300, max_attempts: int = 10) -> int:
+    """Beat: re-enqueue bulk batches whose deferred work is not done (never sent, lost, failed)."""
+    from reflection import hooks
+
+    cutoff = timezone.now() - timedelta(seconds=retry_after_secs)
+    due = list(IngestBatch.objects.filter(status__in=[IngestBatch.Status.PENDING, IngestBatch.Status.FAILED],
+                                          attempts__lt=max_attempts)
+               .filter(Q(tried_at__isnull=True, created_at__lt=cutoff) | Q(tried_at__lt=cutoff))
+               .order_by("id").values_list("id", flat=True)[:100])
+    for batch_id in due:
+        hooks.after_bulk_ingest(batch_id=batch_id, ended_session_ids=[])
+    return len(due)

@@ -24,3 +24,22 @@ def reembed_missing(org_id: int | None = None, batch: int = 256) -> int:
     from .services import reembed_missing as run
 
     return run(org_id=org_id, batch=batch)
+
+
+@shared_task(acks_late=True, name="memory.enrich_batch", ignore_result=True)
+def enrich_batch(batch_id: int) -> dict:
+    """The work a bulk ingest deferred (vectors, entity/similarity edges, conflict checks).
+    Idempotent: missing vectors only, unique edges, the batch marked done last."""
+    from .services import enrich_batch as run
+
+    return run(batch_id=batch_id)
+
+
+@shared_task(acks_late=True, name="memory.ingest_sweep", ignore_result=True)
+def ingest_sweep() -> int:
+    """Beat: re-enqueue bulk batches whose deferred work is not done."""
+    from django.conf import settings
+
+    from .services import enqueue_pending_batches
+
+    return enqueue_pending_batches(retry_after_secs=settings.NYLON_INGEST_RETRY_SECS)

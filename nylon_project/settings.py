@@ -129,7 +129,10 @@ CELERY_BEAT_SCHEDULE = {
     "reembed-missing": {"task": "memory.reembed_missing", "schedule": env_float("NYLON_REEMBED_EVERY_SECS", 600)},
     "llm-probe": {"task": "reflection.llm_probe", "schedule": env_float("NYLON_LLM_PROBE_EVERY_SECS", 300)},
     "reflection-tick": {"task": "reflection.tick", "schedule": env_float("NYLON_REFLECTION_TICK_SECS", 60)},
+    "ingest-sweep": {"task": "memory.ingest_sweep", "schedule": env_float("NYLON_INGEST_SWEEP_SECS", 60)},
 }
+# A bulk batch whose deferred work (vectors, entity/similar edges) is unfinished this long is re-sent.
+NYLON_INGEST_RETRY_SECS = env_float("NYLON_INGEST_RETRY_SECS", 300)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -47,3 +47,16 @@ def enqueue_reflections(session_ids: list[int]) -> None:
 
     for sid in session_ids:
         transaction.on_commit(lambda sid=sid: _send(reflect_session, sid), robust=True)
+
+
+def after_bulk_ingest(*, batch_id: int, ended_session_ids: list[int]) -> None:
+    """After a bulk ingest commits (or when the beat finds its batch unfinished): the work it
+    deferred (vectors, entity/similarity edges, then conflict checks) and abstraction of the
+    sessions it ended."""
+    from memory.tasks import enrich_batch
+
+    from .tasks import abstract_session
+
+    _send(enrich_batch, batch_id)
+    for sid in ended_session_ids:
+        _send(abstract_session, sid)
