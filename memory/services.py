@@ -389,6 +389,11 @@ def bulk_ingest(
         return write()
 
 
+def bulk_check(*, actor: Actor, sessions: Sequence[SessionIn]) -> None:
+    """Refuse what bulk_ingest would refuse, writing nothing (a file is checked whole first)."""
+    _bulk_plan(actor, sessions)
+
+
 def _text_problem(text: str) -> str:
     if not text.strip():
         return "Empty text."

@@ -20,6 +20,19 @@ class OrgOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class PingApi(Api):
+    """Authenticated no-op: the API's own stack (authentication, scope check, throttle, JSON
+    rendering) with no work behind it — the baseline write latencies are compared against
+    (bench/ingest_bench.py)."""
+
+    class OutputSerializer(serializers.Serializer):
+        ok = serializers.BooleanField()
+
+    @extend_schema(responses=OutputSerializer)
+    def get(self, request):
+        return Response({"ok": True})
+
+
 class OrgCurrentApi(Api):
     class InputSerializer(StrictSerializer):
         name = serializers.CharField(max_length=200)

@@ -3,6 +3,7 @@ from django.urls import path
 from . import apis
 
 urlpatterns = [
+    path("ping", apis.PingApi.as_view(), name="ping"),
     path("org", apis.OrgCurrentApi.as_view(), name="org-current"),
     path("teams", apis.TeamListCreateApi.as_view(), name="team-list"),
     path("teams/<int:team_id>", apis.TeamDetailApi.as_view(), name="team-detail"),
