@@ -144,13 +144,44 @@ class BM25Index:
     def __contains__(self, local_id: int) -> bool:
         return int(local_id) in self._local_slot
 
+    def dead_fraction(self) -> float:
+        n = len(self._slot_len)
+        return 1.0 - len(self._local_slot) / n if n else 0.0
+
+    def compact(self) -> None:
+        """Rewrite the postings without dead slots (replaced or removed documents); live slots
+        are renumbered in order, so scores and tie-breaks are unchanged."""
+        live = self._slot_live.view.copy()
+        if live.all():
+            return
+        new_slot = (np.cumsum(live) - 1).astype(np.int32)
+        n_post = 0
+        for tid in range(len(self._post_slots)):
+            slots = np.frombuffer(self._post_slots[tid], dtype=np.int32)
+            keep = live[slots]
+            tf = np.frombuffer(self._post_tf[tid], dtype=np.uint16)[keep]
+            slots = new_slot[slots[keep]]
+            self._post_slots[tid] = array("i", slots.tobytes())
+            self._post_tf[tid] = array("H", tf.tobytes())
+            n_post += int(slots.size)
+        self._n_postings = n_post
+        lens, locs = self._slot_len.view[live], self._slot_local.view[live]
+        self._slot_len = GrowArray(np.int32, capacity=max(lens.size, 16))
+        self._slot_len.extend(lens)
+        self._slot_local = GrowArray(np.int64, capacity=max(locs.size, 16))
+        self._slot_local.extend(locs)
+        self._slot_live = GrowArray(np.bool_, capacity=max(locs.size, 16), fill=False)
+        self._slot_live.extend(np.ones(locs.size, dtype=bool))
+        self._local_slot = dict(zip(locs.tolist(), range(locs.size), strict=True))
+
     @property
     def n_docs(self) -> int:
         return len(self._local_slot)
 
     def nbytes(self) -> int:
-        post = sum(a.buffer_info()[1] * a.itemsize for a in self._post_slots)
-        post += sum(a.buffer_info()[1] * a.itemsize for a in self._post_tf)
+        # Every posting ever appended stays in its lists (an int32 slot + a uint16 tf), so the
+        # posting bytes are a running count, and this is O(1) (the cache sizes indexes per sync).
+        post = 6 * self._n_postings
         # ~64 B per array object and ~100 B per vocab/dict entry (CPython).
         overhead = 2 * 64 * len(self._post_slots) + 100 * len(self._vocab)
         overhead += 100 * len(self._local_slot)

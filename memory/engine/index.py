@@ -77,6 +77,7 @@ class TenantIndex:
         self._local: dict[int, int] = {}
         self.speakers: dict[str, int] = {}  # speaker name (lower case) -> id >= 1
         self.texts: list[str] = []
+        self._text_chars = 0  # sum of len(t) over self.texts, kept for an O(1) nbytes
         self.bm25 = BM25Index(k1=bm25_k1, b=bm25_b)
         self.windows = ContextWindows(k1=bm25_k1, b=bm25_b)
         self.vectors = VectorIndex(self.dim, **dict(vector_opts or {}))
@@ -129,6 +130,7 @@ class TenantIndex:
                 pos = self.n
                 self._local[nid] = pos
                 self.texts.append(rec.text)
+                self._text_chars += len(rec.text)
                 for c in cols.values():
                     c.resize(pos + 1)
                 cols["node_id"].view[pos] = nid
@@ -139,11 +141,20 @@ class TenantIndex:
                     missing.append(pos)
             else:
                 cols["deleted"].view[pos] = False
-                if rec.text != self.texts[pos] or rec.tokens is not None or pos not in self.bm25:
+                text_changed = rec.text != self.texts[pos]
+                if text_changed:
+                    self._text_chars += len(rec.text) - len(self.texts[pos])
                     self.texts[pos] = rec.text
-                    toks = rec.tokens if rec.tokens is not None else tokenize(rec.text)
+                toks = rec.tokens
+                if toks is None and (text_changed or pos not in self.bm25):
+                    toks = tokenize(rec.text)
+                # A row read again unchanged (a reinforced recall, a catch-up behind an old open
+                # transaction) is not re-indexed: re-adding would only pile up dead postings.
+                if toks is not None and (pos not in self.bm25 or toks != self.windows.own_tokens(pos)):
                     self.bm25.add(pos, toks)
                     self.windows.update(pos, _window_key(rec), rec.seq, toks)
+                elif not self.windows.placed(pos, _window_key(rec), rec.seq):
+                    self.windows.update(pos, _window_key(rec), rec.seq, self.windows.own_tokens(pos))
             for name in _RECORD_COLUMNS:
                 cols[name].view[pos] = getattr(rec, name)
             cols["speaker_id"].view[pos] = self.speaker_id(rec.speaker, create=True)
@@ -206,6 +217,16 @@ class TenantIndex:
     ) -> None:
         """Bulk path for rebuilds: endpoints already are local positions."""
         self.graph.add_edges(src, dst, weight, kind)
+
+    def compact(self) -> None:
+        """Drop the dead postings that updates leave behind (a bulk build leaves one per window
+        re-indexed as its session grew): less memory, shorter posting scans. Scores unchanged."""
+        self.bm25.compact()
+        self.windows.bm25.compact()
+
+    def dead_fraction(self) -> float:
+        """Share of posting slots that are dead, over the lexical indexes (0 = compact)."""
+        return max(self.bm25.dead_fraction(), self.windows.bm25.dead_fraction())
 
     def delete_nodes(self, node_ids: Iterable[int]) -> int:
         """Soft-delete: the node vanishes from search; edges stay but are never walked."""
@@ -284,7 +305,8 @@ class TenantIndex:
 
     def nbytes(self) -> int:
         cols = sum(c.nbytes for c in self._cols.values())
-        texts = sum(len(t) + 49 for t in self.texts) + 8 * len(self.texts)
+        # O(1): the cache sizes an index after every sync that changed it.
+        texts = self._text_chars + 57 * len(self.texts)
         local = 100 * len(self._local)
         return (
             cols

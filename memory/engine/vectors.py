@@ -3,6 +3,14 @@
 The exact path is the default for small tenants because it is deterministic:
 a rebuilt index returns bit-identical results, which the sync/rebuild story
 relies on. HNSW (usearch) only kicks in once exact matmul gets too slow.
+
+The HNSW graph stores its vectors as int8 (``hnsw_dtype``) and is built with
+ef_construction 64 (pgvector's default): it only proposes candidates, whose
+cosine is then recomputed from the float32 rows, so quantisation moves the
+candidate set slightly, never a returned score. Against float32 with
+ef_construction 128 (2026-11-30, 20k clustered 384-d vectors, 2 loaded cores):
+build 7.9 s vs 48 s, a 150-candidate search 0.8 ms vs 4.2 ms, recall@100
+0.984 vs 0.992, and a quarter of the memory.
 """
 
 from __future__ import annotations
@@ -50,13 +58,15 @@ class VectorIndex:
         dim: int,
         *,
         M: int = 16,  # noqa: N803 - the HNSW literature's name
-        ef_construction: int = 128,
+        ef_construction: int = 64,
         ef_search: int = 64,
         exact_below: int = 20_000,
+        hnsw_dtype: str = "i8",
     ) -> None:
         self.dim = int(dim)
         self.M = int(M)
         self.ef_construction = int(ef_construction)
+        self.hnsw_dtype = hnsw_dtype
         self.ef_search = int(ef_search)
         self.exact_below = int(exact_below)
         self._mat = np.zeros((16, self.dim), dtype=np.float32)
@@ -105,6 +115,13 @@ class VectorIndex:
         if vecs.shape[1] != self.dim:
             raise ValueError(f"expected dim {self.dim}, got {vecs.shape[1]}")
         self._ensure_rows(int(ids.max()) + 1)
+        # Rows read again with the vector they already hold are left alone: a remove + add would
+        # leave a tombstone in the HNSW graph each time.
+        same = ok & self._has.view[ids] & np.all(self._mat[ids] == vecs, axis=1)
+        if same.any():
+            ids, vecs, ok = ids[~same], vecs[~same], ok[~same]
+            if ids.size == 0:
+                return
         self._drop_from_hnsw(ids[self._has.view[ids]])
         self._mat[ids] = vecs
         self._has.view[ids] = ok
@@ -137,11 +154,16 @@ class VectorIndex:
         if self._hnsw is not None and ids.size:
             self._hnsw.remove(ids.astype(np.uint64))
 
+    def prepare(self) -> None:
+        """Build the HNSW graph now if searches will use it, instead of in the first search."""
+        if self._hnsw is None and self.n_rows >= self.exact_below and self.n_vectors > 0:
+            self._build_hnsw()
+
     def _build_hnsw(self) -> Index:
         index = Index(
             ndim=self.dim,
             metric="cos",
-            dtype="f32",
+            dtype=self.hnsw_dtype,
             connectivity=self.M,
             expansion_add=self.ef_construction,
             expansion_search=self.ef_search,

@@ -30,6 +30,7 @@ class ContextWindows:
         self._tokens: dict[int, list[str]] = {}
         self._where: dict[int, tuple[int, int]] = {}  # local -> (session_key, seq)
         self._at: dict[tuple[int, int], int] = {}  # (session_key, seq) -> local
+        self._n_tokens = 0  # sum of len(t) over self._tokens, kept for an O(1) nbytes
 
     def __contains__(self, local_id: int) -> bool:
         return int(local_id) in self._tokens
@@ -60,6 +61,7 @@ class ContextWindows:
         affected = set(self._members(local_id)) if old is not None else set()
         if old is not None and self._at.get(old) == local_id:
             del self._at[old]
+        self._n_tokens += len(tokens) - len(self._tokens.get(local_id, ()))
         self._tokens[local_id] = list(tokens)
         where = (int(session_key), int(seq))
         self._where[local_id] = where
@@ -70,6 +72,10 @@ class ContextWindows:
             if a in self._tokens:
                 self._reindex(a)
 
+    def placed(self, local_id: int, session_key: int, seq: int) -> bool:
+        """Whether the node already sits at this (session, seq)."""
+        return self._where.get(int(local_id)) == (int(session_key), int(seq))
+
     def remove(self, local_id: int) -> None:
         local_id = int(local_id)
         if local_id not in self._tokens:
@@ -78,7 +84,7 @@ class ContextWindows:
         where = self._where.pop(local_id)
         if self._at.get(where) == local_id:
             del self._at[where]
-        del self._tokens[local_id]
+        self._n_tokens -= len(self._tokens.pop(local_id))
         self.bm25.remove(local_id)
         for a in nbrs:
             if a != local_id and a in self._tokens:
@@ -96,7 +102,7 @@ class ContextWindows:
         return self._tokens.get(int(local_id), [])
 
     def nbytes(self) -> int:
-        toks = sum(8 * len(t) + 56 for t in self._tokens.values())
+        toks = 8 * self._n_tokens + 56 * len(self._tokens)
         return self.bm25.nbytes() + toks + 200 * len(self._where)
 
 

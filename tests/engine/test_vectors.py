@@ -67,7 +67,7 @@ def test_hnsw_recall_and_mask() -> None:
     n, dim = 30_000, 64
     cent = rng.normal(size=(300, dim))
     mat = _clustered(rng, n, dim, cent)
-    vi = VectorIndex(dim, exact_below=20_000)  # library defaults M=16/ef=128/64
+    vi = VectorIndex(dim, exact_below=20_000)  # defaults: M=16, ef 64/64, int8 graph
     vi.add(np.arange(n), mat)
     queries = _clustered(rng, 100, dim, cent)
     recall = _recall(vi, mat, queries)
