@@ -11,14 +11,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC
 
 import numpy as np
+import psycopg
 from django.conf import settings
 from django.db import connection, transaction
+from pgvector.psycopg.vector import register_vector_info
+from psycopg.types import TypeInfo
 
 from .engine import NodeRecord, TenantIndex
 from .engine.tokenize import tokenize
@@ -38,11 +42,42 @@ EDGE = {k.name.lower(): int(k) for k in EKind}
 _NODE_SQL = """
 SELECT id, text, speaker, kind, visibility, coalesce(owner_agent_id * 2 + 1, owner_user_id * 2),
        coalesce(team_id, 0), t0, lam, extract(epoch from tension_updated_at)::float8, mentions,
-       session_key, seq, extract(epoch from occurred_at)::float8, embedding::text, deleted_at IS NOT NULL,
+       session_key, seq, extract(epoch from occurred_at)::float8, embedding, deleted_at IS NOT NULL,
        metadata->>'time_terms'
 FROM memory_node WHERE org_id = %s {cond} ORDER BY id
 """
 _EDGE_SQL = "SELECT src_id, dst_id, kind, weight FROM memory_edge WHERE org_id = %s {cond} ORDER BY id"
+# One statement, so one snapshot: its xmin and whether any row of the org was written at or after
+# the watermark. Nothing new (the common case) costs this single round trip.
+_PROBE_SQL = """
+SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint,
+       EXISTS (SELECT 1 FROM memory_node WHERE org_id = %s AND txid >= %s::text::xid8)
+       OR EXISTS (SELECT 1 FROM memory_edge WHERE org_id = %s AND txid >= %s::text::xid8)
+"""
+
+# pgvector's type info per psycopg connection (the vector OID differs between databases).
+_vector_types: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _vector_info() -> TypeInfo:
+    connection.ensure_connection()
+    raw = connection.connection
+    info = _vector_types.get(raw)
+    if info is None:
+        info = TypeInfo.fetch(raw, "vector")
+        if info is None:
+            raise RuntimeError("the vector type is missing: is the pgvector extension installed?")
+        _vector_types[raw] = info
+    return info
+
+
+def _binary_cursor(info: TypeInfo) -> psycopg.Cursor:
+    """A cursor on Django's connection (so inside its transaction) whose results come in binary,
+    vectors through pgvector's binary loader: no text parsing of 384 floats per row. The loader
+    is registered on this cursor only; Django's own cursors keep their adapters."""
+    cur = psycopg.Cursor(connection.connection)
+    register_vector_info(cur, info)
+    return cur
 
 
 def _session_int(key: str) -> int:
@@ -60,7 +95,7 @@ def _record(row) -> NodeRecord:
 
     occ_dt = datetime.fromtimestamp(occ, tz=UTC) if occ is not None else None
     doc = lexical_document(text, speaker=speaker, occurred_at=occ_dt, time_terms=time_terms or "")
-    vec = np.array(emb[1:-1].split(","), dtype=np.float32) if emb else np.empty(0, np.float32)
+    vec = emb.to_numpy() if emb is not None else np.empty(0, np.float32)
     return NodeRecord(
         node_id=nid, text=text, kind=KIND[kind], owner_key=owner, team_id=team, scope=SCOPE[vis],
         t0=t0, lam=lam, last_updated=t_upd / 86400.0, mentions=mentions, session_key=_session_int(skey),
@@ -89,14 +124,23 @@ class EngineCache:
             if index is None:
                 t = time.perf_counter()
                 index = TenantIndex(EMBEDDING_DIM)
-                self._sync(org_id, index, full=True)
+                _, phases = self._sync(org_id, index, full=True)
+                t_post = time.perf_counter()
+                index.compact()  # windows re-indexed as their sessions filled leave dead postings
+                t_hnsw = time.perf_counter()
+                index.vectors.prepare()  # the HNSW graph, if searches will use it: no query pays for it
+                phases["compact"] = (t_hnsw - t_post) * 1000
+                phases["hnsw"] = (time.perf_counter() - t_hnsw) * 1000
                 self.stats["builds"] += 1
                 self.stats["last_build_ms"] = (time.perf_counter() - t) * 1000
+                self.stats["last_build_phases"] = phases
                 with self._guard:
                     self._indexes[org_id] = index
                 self._evict(keep=org_id)
-            else:
-                self._sync(org_id, index, full=False)
+            elif self._sync(org_id, index, full=False)[0]:
+                if index.dead_fraction() > 0.5:
+                    index.compact()
+                self._evict(keep=org_id)  # the index grew: the cap holds after catch-ups too
             with self._guard:
                 self._indexes.move_to_end(org_id)
             return index
@@ -111,6 +155,16 @@ class EngineCache:
         arrays, so reads and catch-ups of one org take turns; other orgs are not blocked."""
         with self._lock(org_id):
             yield
+
+    def org_ids(self) -> list[int]:
+        """Cached orgs, least recently used first."""
+        with self._guard:
+            return list(self._indexes)
+
+    def nbytes(self) -> int:
+        """What the cached indexes account for (``TenantIndex.nbytes``), the figure the cap bounds."""
+        with self._guard:
+            return sum(ix.nbytes() for ix in self._indexes.values())
 
     def drop(self, org_id: int | None = None) -> None:
         with self._guard:
@@ -131,37 +185,59 @@ class EngineCache:
                 del self._indexes[org_id]
                 self.stats["evictions"] += 1
 
-    def _sync(self, org_id: int, index: TenantIndex, *, full: bool) -> None:
+    def _sync(self, org_id: int, index: TenantIndex, *, full: bool) -> tuple[bool, dict[str, float]]:
+        """Read what changed since the watermark (everything when ``full``) into the index;
+        returns whether any row was read, and the time of each phase in ms."""
         # xmin is read before the rows, so any transaction the row reads miss has xid >= xmin and
         # is caught next time. REPEATABLE READ (when we own the transaction) makes nodes and edges
         # one snapshot, so no edge arrives before the node it points to.
+        t0 = time.perf_counter()
+        info = _vector_info()
         outermost = not connection.in_atomic_block
-        with transaction.atomic():
+        if not full:
             with connection.cursor() as cur:
-                if outermost:
+                cur.execute(_PROBE_SQL, [org_id, index.watermark, org_id, index.watermark])
+                xmin, changed = cur.fetchone()
+            if not changed:
+                index.watermark = xmin
+                self.stats["syncs"] += 1
+                return False, {"fetch": (time.perf_counter() - t0) * 1000}
+        with transaction.atomic():
+            if outermost:
+                with connection.cursor() as cur:
                     cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                cur.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+            with _binary_cursor(info) as cur:
+                cur.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint", binary=True)
                 xmin = cur.fetchone()[0]
                 cond, params = ("", [org_id]) if full else ("AND txid >= %s::text::xid8", [org_id, index.watermark])
-                cur.execute(_NODE_SQL.format(cond=cond), params)
+                cur.execute(_NODE_SQL.format(cond=cond), params, binary=True)
                 rows = cur.fetchall()
-                cur.execute(_EDGE_SQL.format(cond=cond), params)
+                cur.execute(_EDGE_SQL.format(cond=cond), params, binary=True)
                 edges = cur.fetchall()
-        if rows:
-            pairs = [_record(r) for r in rows]
+        t1 = time.perf_counter()
+        changed = bool(rows or edges)
+        pairs = [_record(r) for r in rows]
+        del rows
+        t2 = time.perf_counter()
+        if pairs:
             index.upsert_nodes([p[0] for p in pairs])
             gone = [p[0].node_id for p in pairs if p[1]]
             if gone:
                 index.delete_nodes(gone)
+        del pairs
+        t3 = time.perf_counter()
         if edges:
             src = np.fromiter((e[0] for e in edges), np.int64, len(edges))
             dst = np.fromiter((e[1] for e in edges), np.int64, len(edges))
             kind = np.fromiter((EDGE[e[2]] for e in edges), np.uint8, len(edges))
             w = np.fromiter((e[3] for e in edges), np.float32, len(edges))
+            del edges
             index.add_edges(src, dst, w, kind)
+        t4 = time.perf_counter()
         index.watermark = xmin
         self.stats["syncs"] += 1
-
+        return changed, {"fetch": (t1 - t0) * 1000, "records": (t2 - t1) * 1000, "nodes": (t3 - t2) * 1000,
+                         "edges": (t4 - t3) * 1000}
 
     # -- cold and oversized orgs ------------------------------------------------------------
     def get_or_none(self, org_id: int) -> TenantIndex | None:
@@ -170,7 +246,7 @@ class EngineCache:
         A cold org small enough builds now; a larger one builds in a background thread while
         queries fall back. An org whose index alone exceeds the byte cap is never cached."""
         if org_id in self._indexes:
-            return self.get(org_id)
+            return self._check_size(org_id, self.get(org_id))
         if org_id in self._too_big or org_id in self._building:
             return None
         from .models import Node
