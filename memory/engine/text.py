@@ -394,13 +394,16 @@ def _content_words(text: str) -> list[str]:
     return [w.lower() for w in _WORD_RE.findall(_normalise_quotes(text))]
 
 
-def key_terms(text: str, n: int = 8) -> list[str]:
+def key_terms(text: str, n: int = 8, *, entities: list[str] | None = None) -> list[str]:
     """Up to ``n`` salient lower-case content words, most frequent first, ties by position.
 
     Stop words, numbers, very short words and tokens belonging to extracted entities are
     excluded: entities are indexed separately, so repeating them here would double-count.
+    ``entities``: ``extract_entities(text)`` when the caller has it already (it is half the cost).
     """
-    entity_tokens = {t.lower() for e in extract_entities(text) for t in e.split()}
+    if entities is None:
+        entities = extract_entities(text)
+    entity_tokens = {t.lower() for e in entities for t in e.split()}
     counts: dict[str, int] = {}
     first: dict[str, int] = {}
     for pos, raw in enumerate(_content_words(text)):

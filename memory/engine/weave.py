@@ -48,10 +48,11 @@ def turn_text(text: str, caption: str | None = None) -> str:
 def weave_silks(text: str, *, occurred_at: datetime | date | None) -> Silks:
     mentions = resolve_times(text, occurred_at) if occurred_at is not None else []
     emo = emotion(text)
+    entities = extract_entities(text)
     return Silks(
         fact=text,
-        entities=extract_entities(text),
-        tags=key_terms(text, 8),
+        entities=entities,
+        tags=key_terms(text, 8, entities=entities),
         valence=emo.valence,
         intensity=emo.intensity,
         time_refs=[
