@@ -477,7 +477,7 @@ def _bulk_write(*, actor: Actor, sessions: Sequence[SessionIn], teams: list[Team
     # Sessions: create the missing ones, then lock them all (in key order, so writers never deadlock).
     started: dict[str, datetime] = {}
     for r in rows:
-        started.setdefault(sessions[r.session].session_key, r.turn.occurred_at or now)
+        started.setdefault(sessions[r.session].session_key, _occurred(r.turn, now))
     MemorySession.objects.bulk_create(
         [MemorySession(org=actor.org, key=k, started_at=started[k], last_turn_at=now, **owner) for k in keys],
         ignore_conflicts=True)
@@ -520,7 +520,7 @@ def _bulk_write(*, actor: Actor, sessions: Sequence[SessionIn], teams: list[Team
             r = rows[i]
             key = sessions[r.session].session_key
             prev_id, prev_seq = last.get(key, (None, -1))
-            nid, occurred = row_id[i], r.turn.occurred_at or now
+            nid, occurred = row_id[i], _occurred(r.turn, now)
             plan.append((i, nid, prev_seq + 1, occurred))
             if prev_id is not None:
                 edges.append((org_id, prev_id, nid, EdgeKind.TEMPORAL_NEXT, EDGE_WEIGHTS[EdgeKind.TEMPORAL_NEXT], now))
@@ -570,6 +570,12 @@ def _bulk_write(*, actor: Actor, sessions: Sequence[SessionIn], teams: list[Team
     return BulkResult(batch_id=batch.id if batch else None, node_ids=node_ids, created=len(new),
                       existing=len(rows) - len(new), sessions=len(keys), edges=len(edges), embedded=embedded,
                       deferred=deferred)
+
+
+def _occurred(turn: TurnIn, now: datetime) -> datetime:
+    """A turn's time; a naive one is read in the default zone, as the ORM would store it."""
+    when = turn.occurred_at or now
+    return timezone.make_aware(when) if timezone.is_naive(when) else when
 
 
 def _node_rows(actor, owner, sessions, teams, rows, plan, vectors, source_kind, now):

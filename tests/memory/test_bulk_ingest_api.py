@@ -397,3 +397,15 @@ def test_an_event_id_committed_by_a_concurrent_writer_mid_request_is_skipped(wor
     assert result.node_ids[1] == theirs["r"].node_ids[0]
     assert Node.objects.filter(org=a.org, event_id="e2").count() == 1
     assert [n.seq for n in Node.objects.filter(id__in=[result.node_ids[0], result.node_ids[2]])] == [0, 1]
+
+
+def test_a_naive_time_is_stored_in_the_default_zone_as_the_orm_would(world):
+    from datetime import datetime
+
+    from teams.auth import actor_for_agent
+
+    actor = actor_for_agent(world["a"].agent, scopes=frozenset({Scope.READ, Scope.WRITE}))
+    turn = services.TurnIn(text="Naive clocks are read as UTC.", occurred_at=datetime(2023, 5, 8, 13, 56))
+    result = services.bulk_ingest(actor=actor, sessions=[services.SessionIn(session_key="n", turns=[turn])],
+                                  embed=False)
+    assert Node.objects.get(id=result.node_ids[0]).occurred_at == timezone.make_aware(datetime(2023, 5, 8, 13, 56))
