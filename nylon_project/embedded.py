@@ -85,6 +85,21 @@ def django_database_config(url: str) -> dict:
         raise ValueError(f"DATABASE_URL must be a postgres URL, got scheme {parts.scheme!r}")
     query = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p)
     host = query.pop("host", None) or parts.hostname or ""
+    options: dict = dict(query)
+    pooled = os.environ.get("NYLON_DB_POOL", "1").strip().lower() not in {"0", "false", "no", "off"}
+    if pooled:
+        # A psycopg pool per process. Under ASGI every request runs its sync view in a thread of
+        # its own, so per-thread persistent connections (CONN_MAX_AGE) are opened per request and
+        # linger until collected: under load they pile up to Postgres' max_connections. The pool
+        # bounds them (a request waits up to `timeout` s for one, then answers a retryable 503)
+        # and checks each connection before handing it out (CONN_HEALTH_CHECKS), which is how a
+        # Postgres restart heals.
+        options["pool"] = {
+            "min_size": int(os.environ.get("NYLON_DB_POOL_MIN", "1")),
+            "max_size": int(os.environ.get("NYLON_DB_POOL_MAX", "10")),
+            "timeout": float(os.environ.get("NYLON_DB_POOL_TIMEOUT", "10")),
+            "max_idle": 60.0,
+        }
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": (parts.path or "/").lstrip("/") or DEFAULT_DB_NAME,
@@ -92,8 +107,9 @@ def django_database_config(url: str) -> dict:
         "PASSWORD": parts.password or "",
         "HOST": host,
         "PORT": str(parts.port or ""),
-        "OPTIONS": query,
-        "CONN_MAX_AGE": int(os.environ.get("NYLON_DB_CONN_MAX_AGE", "60")),
+        "OPTIONS": options,
+        # Pooling and persistent connections exclude each other (Django refuses both).
+        "CONN_MAX_AGE": 0 if pooled else int(os.environ.get("NYLON_DB_CONN_MAX_AGE", "60")),
         "CONN_HEALTH_CHECKS": True,
         "TEST": {"NAME": os.environ.get("NYLON_TEST_DB_NAME") or None},
     }
