@@ -4,13 +4,16 @@ log and the agent context. Access to one object is decided by ``assets.access``.
 from __future__ import annotations
 
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from memory.models import Visibility
-from nylon_project.api import Api, StrictSerializer, paginate, team_from_input
+from nylon_project.api import Api, StrictSerializer, filter_params, paginate, team_from_input
+from nylon_project.pagination import CursorPage
+from nylon_project.schema import ErrorResponse
 from teams import access as team_access
 from teams.access import require_org_admin
 
@@ -59,6 +62,8 @@ class AssetOutput(serializers.Serializer):
 
 
 class AssetListCreateApi(Api):
+    pagination_class = CursorPage
+
     class InputSerializer(StrictSerializer):
         kind = serializers.ChoiceField(choices=AssetKind.choices)
         title = serializers.CharField(max_length=200)
@@ -71,12 +76,14 @@ class AssetListCreateApi(Api):
         team_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
         confidence = serializers.FloatField(min_value=0, max_value=1, default=1.0)
 
-    @extend_schema(responses=AssetOutput(many=True))
+    @extend_schema(parameters=[OpenApiParameter("kind", enum=AssetKind.values),
+                               OpenApiParameter("status", enum=AssetStatus.values)],
+                   responses=AssetOutput(many=True))
     def get(self, request):
         qs = access.readable_assets(request.actor)
         for f, choices in (("kind", AssetKind.values), ("status", AssetStatus.values)):
             v = request.query_params.get(f)
-            if v:
+            if v is not None:
                 if v not in choices:
                     raise serializers.ValidationError({f: ["Unknown value."]})
                 qs = qs.filter(**{f: v})
@@ -108,7 +115,7 @@ class AssetDetailApi(Api):
         asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, request_id=self.request_id())
         return Response(AssetOutput(asset).data)
 
-    @extend_schema(request=UpdateInput, responses=AssetOutput)
+    @extend_schema(request=UpdateInput, responses={200: AssetOutput, 409: ErrorResponse})
     def patch(self, request, asset_id: int):
         asset = access.access_asset_by_id(request.actor, asset_id, for_write=True, request_id=self.request_id())
         s = self.UpdateInput(data=request.data)
@@ -132,7 +139,7 @@ class AssetVersionOutput(serializers.Serializer):
 
 
 class AssetVersionListApi(Api):
-    @extend_schema(responses=AssetVersionOutput(many=True))
+    @extend_schema(responses=inline_serializer("AssetVersionList", {"results": AssetVersionOutput(many=True)}))
     def get(self, request, asset_id: int):
         asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, request_id=self.request_id())
         rows = AssetVersion.objects.filter(org=request.actor.org, asset=asset).order_by("-version")
@@ -154,7 +161,7 @@ class AssetTransitionApi(Api):
         to = serializers.ChoiceField(choices=AssetStatus.choices)
         expected_version = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
 
-    @extend_schema(request=InputSerializer, responses=AssetOutput)
+    @extend_schema(request=InputSerializer, responses={200: AssetOutput, 409: ErrorResponse})
     def post(self, request, asset_id: int):
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
@@ -174,7 +181,7 @@ class AssetPromoteApi(Api):
         team_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
         expected_version = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
 
-    @extend_schema(request=InputSerializer, responses=AssetOutput)
+    @extend_schema(request=InputSerializer, responses={200: AssetOutput, 409: ErrorResponse})
     def post(self, request, asset_id: int):
         asset = access.access_asset_by_id(request.actor, asset_id, for_write=True, request_id=self.request_id())
         s = self.InputSerializer(data=request.data)
@@ -205,6 +212,8 @@ class GrantOutput(serializers.Serializer):
 
 
 class GrantListCreateApi(Api):
+    pagination_class = CursorPage
+
     class InputSerializer(StrictSerializer):
         object_type = serializers.ChoiceField(choices=ObjectType.choices)
         object_id = serializers.IntegerField(min_value=1)
@@ -218,12 +227,10 @@ class GrantListCreateApi(Api):
     class QueryInput(StrictSerializer):
         object_type = serializers.ChoiceField(choices=ObjectType.choices)
         object_id = serializers.IntegerField(min_value=1)
-        cursor = serializers.CharField(required=False)
-        limit = serializers.IntegerField(required=False)
 
-    @extend_schema(responses=GrantOutput(many=True))
+    @extend_schema(parameters=[QueryInput], responses=GrantOutput(many=True))
     def get(self, request):
-        q = self.QueryInput(data=request.query_params.dict())
+        q = self.QueryInput(data=filter_params(request))
         q.is_valid(raise_exception=True)
         d = q.validated_data
         obj, _ = services.acl_object_for_admin(request.actor, d["object_type"], d["object_id"],
@@ -272,7 +279,7 @@ class AgentBindingListApi(Api):
         mode = serializers.ChoiceField(choices=BindingMode.choices, default=BindingMode.FULL)
         priority = serializers.IntegerField(min_value=0, max_value=10_000, default=100)
 
-    @extend_schema(responses=BindingOutput(many=True))
+    @extend_schema(responses=inline_serializer("BindingList", {"results": BindingOutput(many=True)}))
     def get(self, request, agent_id: int):
         agent = team_access.access_agent_by_id(request.actor, agent_id, for_write=False)
         if not (request.actor.agent is not None and request.actor.agent.id == agent.id):
@@ -328,6 +335,8 @@ class AuditOutput(serializers.Serializer):
 class AuditListApi(Api):
     """Read-only, org admins only (agents are refused)."""
 
+    pagination_class = CursorPage
+
     class QueryInput(StrictSerializer):
         action = serializers.CharField(required=False, max_length=64)
         actor = serializers.CharField(required=False, max_length=255, help_text="actor label, e.g. user:ana")
@@ -336,15 +345,13 @@ class AuditListApi(Api):
         outcome = serializers.ChoiceField(choices=AuditEvent.Outcome.choices, required=False)
         object_type = serializers.CharField(required=False, max_length=64)
         object_id = serializers.CharField(required=False, max_length=64)
-        cursor = serializers.CharField(required=False)
-        limit = serializers.IntegerField(required=False)
 
-    @extend_schema(responses=AuditOutput(many=True))
+    @extend_schema(parameters=[QueryInput], responses=AuditOutput(many=True))
     def get(self, request):
         if request.actor.agent is not None:
             raise PermissionDenied("Agents may not read the audit log.")
         require_org_admin(request.actor, action="reading the audit log")
-        q = self.QueryInput(data=request.query_params.dict())
+        q = self.QueryInput(data=filter_params(request))
         q.is_valid(raise_exception=True)
         d = q.validated_data
         qs = AuditEvent.objects.filter(org=request.actor.org)
@@ -387,7 +394,9 @@ class ContextApi(Api):
         resp["Vary"] = "Accept-Language"
         return resp
 
-    @extend_schema(responses=dict)
+    @extend_schema(parameters=[OpenApiParameter("query", {"type": "string", "maxLength": 4000}),
+                               OpenApiParameter("k", {"type": "integer", "minimum": 1, "maximum": 20}),
+                               OpenApiParameter("reinforce", bool)], responses=dict)
     def get(self, request):
         data = {k: v for k, v in request.query_params.items() if k in ("query", "k", "reinforce")}
         return self._answer(request, data)
@@ -403,7 +412,8 @@ class ContextApi(Api):
 class ExportApi(Api):
     """JSONL of the org's memory for org admins: exactly what the admin may read."""
 
-    @extend_schema(responses={200: str})
+    @extend_schema(responses={(200, "application/x-ndjson"): OpenApiResponse(
+        OpenApiTypes.STR, description="JSON lines: a header, then node, edge, asset and asset_version rows.")})
     def get(self, request):
         from django.http import StreamingHttpResponse
 
@@ -425,9 +435,13 @@ class ImportApi(Api):
     class InputSerializer(StrictSerializer):
         jsonl = serializers.CharField(trim_whitespace=False)
 
-    @extend_schema(request=InputSerializer, responses=dict)
+    @extend_schema(request=InputSerializer, responses={201: inline_serializer("ImportCounts", {
+        k: serializers.IntegerField() for k in ("node", "edge", "asset", "asset_version", "skipped")})})
     def post(self, request):
         import json
+
+        from django.core.exceptions import ValidationError as DjangoValidationError
+        from django.db import DataError, IntegrityError
 
         from .porting import import_lines
 
@@ -438,8 +452,12 @@ class ImportApi(Api):
         s.is_valid(raise_exception=True)
         try:
             counts = import_lines(request.actor.org, s.validated_data["jsonl"].splitlines(), actor=request.actor)
-        except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
-            raise serializers.ValidationError({"jsonl": [str(exc)[:200]]}) from None
+        except (ValueError, TypeError, KeyError, json.JSONDecodeError, DataError, IntegrityError,
+                DjangoValidationError) as exc:
+            # the import is one transaction: a bad line anywhere imports nothing
+            text = "; ".join(exc.messages) if isinstance(exc, DjangoValidationError) else str(exc)
+            raise serializers.ValidationError({"jsonl": [text.splitlines()[0][:200] if text else
+                                                         type(exc).__name__]}) from None
         return Response(counts, status=status.HTTP_201_CREATED)
 
 

@@ -24,6 +24,9 @@ def record(
     else:
         kind, aid, label = actor.kind, actor.id, actor.label
         org = org or actor.org
+    object_id = str(object_id)
+    if len(object_id) > 64:  # e.g. a session key (up to 200 characters): the whole id goes in detail
+        detail = {**(detail or {}), "object_id": object_id}
     return AuditEvent.objects.create(
         org=org,
         actor_kind=kind,
@@ -31,7 +34,7 @@ def record(
         actor_label=label[:255],
         action=action,
         object_type=object_type,
-        object_id=str(object_id),
+        object_id=object_id[:64],
         outcome=outcome,
         reason=reason[:255],
         detail=detail or {},

@@ -83,6 +83,29 @@ def export_lines(org: Organization, *, actor=None) -> Iterator[str]:
             yield json.dumps({"type": "asset_version", "asset": a.id, **_fields(v)}, ensure_ascii=False)
 
 
+# The columns an exported row carries besides its model's own (``_fields``): references by id in
+# the source org or by portable name. Nothing else is imported: a row cannot name an ``org_id``,
+# an ``owner_user_id`` or any column the export does not write.
+_ROW_REFS = {
+    "node": {"id", "owner_user", "owner_agent", "team", "source_user", "source_agent", "embedding"},
+    "asset": {"id", "owner_user", "owner_agent", "team", "approved_by"},
+    "asset_version": {"asset"},
+    "edge": {"src", "dst", "kind", "weight"},
+}
+
+
+def _check_columns(kind, row: dict) -> None:
+    model = {"node": Node, "asset": Asset, "asset_version": AssetVersion}.get(kind)
+    if kind not in _ROW_REFS:
+        return  # an unknown type is refused by import_lines itself
+    allowed = set(_ROW_REFS[kind])
+    if model is not None:
+        allowed |= {f.attname for f in model._meta.concrete_fields if f.name not in _REF_FIELDS and not f.is_relation}
+    unknown = sorted(set(row) - allowed)
+    if unknown:
+        raise ValueError(f"Unknown {kind} columns: {', '.join(unknown[:5])}.")
+
+
 @transaction.atomic
 def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict:
     User = get_user_model()
@@ -107,7 +130,11 @@ def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict
         if not raw:
             continue
         row = json.loads(raw)
+        if not isinstance(row, dict):
+            raise ValueError("Every line must be a JSON object.")
         kind = row.pop("type", None)
+        if header is not None:
+            _check_columns(kind, row)
         if header is None:
             if kind != "header" or row.get("format") != FORMAT or row.get("version") != FORMAT_VERSION:
                 raise ValueError("Not a Nylon export (format header missing or unsupported).")

@@ -7,13 +7,14 @@ import io
 from django.http import Http404
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError
 from rest_framework.response import Response
 
 from assets.access import access_node
 from nylon_project.api import Api, StrictSerializer, paginate, team_from_input
+from nylon_project.pagination import CursorPage
 from nylon_project.parsers import SafeJSONParser
 
 from . import selectors, services
@@ -123,11 +124,15 @@ class NodeOutput(serializers.Serializer):
 
 
 class NodeListApi(Api):
-    @extend_schema(responses=NodeOutput(many=True))
+    pagination_class = CursorPage
+
+    @extend_schema(parameters=[OpenApiParameter("kind", enum=NodeKind.values),
+                               OpenApiParameter("session_key", str)],
+                   responses=NodeOutput(many=True))
     def get(self, request):
         qs = selectors.visible_nodes(actor=request.actor)
         kind = request.query_params.get("kind")
-        if kind:
+        if kind is not None:
             if kind not in NodeKind.values:
                 raise serializers.ValidationError({"kind": ["Unknown kind."]})
             qs = qs.filter(kind=kind)

@@ -5,32 +5,97 @@ from __future__ import annotations
 from rest_framework import serializers
 from rest_framework.views import APIView
 
+from .parsers import JsonObject, unstorable_text
+
 
 class StrictSerializer(serializers.Serializer):
-    """Rejects unknown fields: a typo in a field name must not be silently ignored."""
+    """Rejects unknown fields: a typo in a field name must not be silently ignored. In a JSON body
+    it also rejects values of the wrong JSON type, which DRF would coerce (5 for a string, "5" for
+    an integer, "yes" for a boolean): the OpenAPI schema promises the types. Objects parsed from a
+    JSON body are ``JsonObject``s; a query string's values are all strings and are left to DRF."""
 
     def to_internal_value(self, data):
         if isinstance(data, dict):
             unknown = set(data) - set(self.fields)
             if unknown:
                 raise serializers.ValidationError({name: ["Unknown field."] for name in sorted(unknown)})
+            if isinstance(data, JsonObject):
+                wrong = {name: [f"Expected {_json_type(field)}."] for name, field in self.fields.items()
+                         if name in data and not _json_type_ok(field, data[name])}
+                if wrong:
+                    raise serializers.ValidationError(wrong)
         return super().to_internal_value(data)
+
+
+def _json_type(field) -> str:
+    if isinstance(field, serializers.BooleanField):
+        return "a boolean"
+    if isinstance(field, serializers.IntegerField):
+        return "an integer"
+    if isinstance(field, serializers.FloatField):
+        return "a number"
+    if isinstance(field, serializers.ListField):
+        return "a list"
+    if isinstance(field, serializers.DictField):
+        return "an object"
+    return "a string"
+
+
+def _json_type_ok(field, value) -> bool:
+    """Whether a parsed JSON value has the JSON type the field documents (null is left to allow_null;
+    nested serializers check their own fields)."""
+    if value is None:
+        return True
+    if isinstance(field, serializers.BooleanField):
+        return isinstance(value, bool)
+    if isinstance(field, serializers.IntegerField):
+        return (isinstance(value, int) or (isinstance(value, float) and value.is_integer())) \
+            and not isinstance(value, bool)
+    if isinstance(field, serializers.FloatField):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if isinstance(field, serializers.CharField | serializers.DateTimeField):
+        return isinstance(value, str)
+    if isinstance(field, serializers.ListField):
+        return isinstance(value, list) and all(_json_type_ok(field.child, v) for v in value)
+    if isinstance(field, serializers.DictField):
+        return isinstance(value, dict) and all(_json_type_ok(field.child, v) for v in value.values())
+    return True
 
 
 class Api(APIView):
     """Base view: small typed views, the actor is always ``request.actor``."""
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)  # authentication, permissions, throttles first
+        # Query values reach SQL filters; Postgres text holds no NUL, so such a value is a 400 here.
+        bad = sorted({k for k, values in request.query_params.lists() for v in [k, *values] if unstorable_text(v)})
+        if bad:
+            raise serializers.ValidationError({k: ["NUL characters are not allowed."] for k in bad})
 
     def request_id(self) -> str:
         return getattr(self.request._request, "request_id", "")
 
 
 def paginate(view: APIView, qs, serializer_cls, **serializer_kwargs):
-    """One keyset page of ``qs`` serialised, with next/previous cursors."""
-    from .pagination import CursorPage
+    """One keyset page of ``qs`` serialised, with next/previous cursors.
 
-    paginator = CursorPage()
+    The view declares ``pagination_class = CursorPage``: that is what makes its OpenAPI schema
+    document the page (``{next, previous, results}``) and the ``cursor``/``limit`` parameters."""
+    pagination_class = getattr(view, "pagination_class", None)
+    if pagination_class is None:
+        raise TypeError(f"{type(view).__name__} paginates: declare pagination_class = CursorPage on it.")
+    paginator = pagination_class()
     page = paginator.paginate_queryset(qs, view.request, view=view)
     return paginator.get_paginated_response(serializer_cls(page, many=True, **serializer_kwargs).data)
+
+
+def filter_params(request) -> dict[str, str]:
+    """The query parameters of a list request less the paginator's (``cursor``, ``limit``), for a
+    strict filter serializer."""
+    from .pagination import CursorPage
+
+    paging = {CursorPage.cursor_query_param, CursorPage.page_size_query_param}
+    return {k: v for k, v in request.query_params.dict().items() if k not in paging}
 
 
 def team_from_input(actor, team_id: int | None):

@@ -102,3 +102,32 @@ def _audit_denial(exc, context) -> None:
     audit.record(actor=actor, action=f"{request.method.lower()}.{type(view).__name__}", object_type="api",
                  object_id=object_id, outcome=AuditEvent.Outcome.DENIED, reason=str(getattr(exc, "detail", exc)),
                  request_id=getattr(request._request, "request_id", ""))
+
+
+def _api_error(request, status: int, code: str, message: str):
+    from django.http import JsonResponse
+
+    body: dict = {"error": {"code": code, "message": message, "fields": {}}}
+    if getattr(request, "request_id", None):
+        body["request_id"] = request.request_id
+    return JsonResponse(body, status=status)
+
+
+def not_found(request, exception=None):
+    """URLs that match no route: under /api/ the one error shape with code ``no_endpoint`` (the
+    SDK tells it from an object's 404: an older server lacking the endpoint), elsewhere Django's
+    page."""
+    if request.path.startswith("/api/"):
+        return _api_error(request, 404, "no_endpoint", "No such endpoint.")
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)
+
+
+def server_error(request):
+    """An unhandled exception: under /api/ the one error shape (the traceback is only logged)."""
+    if request.path.startswith("/api/"):
+        return _api_error(request, 500, "server_error", "Internal server error.")
+    from django.views.defaults import server_error as page_server_error
+
+    return page_server_error(request)

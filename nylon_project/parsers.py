@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
@@ -32,6 +33,11 @@ def _depth_ok(raw: bytes) -> bool:
     return True
 
 
+class JsonObject(dict):
+    """A JSON object from a request body: marks data whose types are JSON's own (see
+    ``nylon_project.api.StrictSerializer``), unlike a query string's, where every value is a string."""
+
+
 class SafeJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
         raw = stream.read() if stream is not None else b""
@@ -42,9 +48,52 @@ class SafeJSONParser(JSONParser):
         except UnicodeDecodeError:
             raise ParseError("Request body is not valid UTF-8.") from None
         try:
-            return json.loads(text, parse_constant=_reject_constant) if text else {}
+            data = json.loads(text, object_hook=JsonObject, parse_constant=_reject_constant,
+                              parse_float=_finite) if text else JsonObject()
         except (ValueError, RecursionError) as exc:
             raise ParseError(f"JSON parse error - {exc}") from None
+        where = _unstorable(data, "")
+        if where is not None:
+            raise ParseError(f"{where or 'The body'}: text with a NUL character (\\u0000) or an unpaired "
+                             "surrogate cannot be stored.")
+        return data
+
+
+def unstorable_text(value: str) -> bool:
+    """Postgres text and jsonb hold neither NUL nor an unpaired surrogate (JSON's \\ud800 escapes)."""
+    if "\x00" in value:
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _unstorable(value, path: str) -> str | None:
+    """The JSON path of the first string (key or value) Postgres could not store, else None."""
+    stack = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if unstorable_text(item):
+                return where
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                child = f"{where}.{k}" if where else k
+                if unstorable_text(k):
+                    return where or "(a key)"
+                stack.append((v, child))
+        elif isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+    return None
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"{literal[:40]} is out of range for a number")
+    return value
 
 
 def _reject_constant(name: str):

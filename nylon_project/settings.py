@@ -154,7 +154,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = NYLON_MAX_BODY_BYTES
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["teams.auth.NylonAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["teams.auth.IsOrgActor"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "nylon_project.schema.NylonAutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["nylon_project.parsers.SafeJSONParser"],
     "EXCEPTION_HANDLER": "nylon_project.errors.exception_handler",

@@ -20,3 +20,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("frontend.urls")),
 ]
+
+handler404 = "nylon_project.errors.not_found"
+handler500 = "nylon_project.errors.server_error"

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
 from nylon_project.api import Api, StrictSerializer, paginate
+from nylon_project.pagination import CursorPage
 
 from . import conflicts, services
 from .models import Conflict
@@ -36,11 +37,14 @@ class ConflictOutput(serializers.Serializer):
 
 
 class ConflictListApi(Api):
-    @extend_schema(responses=ConflictOutput(many=True))
+    pagination_class = CursorPage
+
+    @extend_schema(parameters=[OpenApiParameter("status", enum=Conflict.Status.values)],
+                   responses=ConflictOutput(many=True))
     def get(self, request):
         qs = conflicts.visible_conflicts(actor=request.actor)
         wanted = request.query_params.get("status")
-        if wanted:
+        if wanted is not None:
             if wanted not in Conflict.Status.values:
                 raise serializers.ValidationError({"status": ["Unknown status."]})
             qs = qs.filter(status=wanted)

@@ -8,6 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from nylon_project.api import Api, StrictSerializer, paginate, team_from_input
+from nylon_project.pagination import CursorPage
 
 from . import access, selectors, services
 from .models import Role, Scope, TeamRole
@@ -71,6 +72,8 @@ class TeamInput(StrictSerializer):
 
 
 class TeamListCreateApi(Api):
+    pagination_class = CursorPage
+
     @extend_schema(responses=TeamOutput(many=True))
     def get(self, request):
         return paginate(self, selectors.team_list(actor=request.actor), TeamOutput)
@@ -115,6 +118,8 @@ class TeamMemberOutput(serializers.Serializer):
 
 
 class TeamMemberListApi(Api):
+    pagination_class = CursorPage
+
     class InputSerializer(StrictSerializer):
         user_id = serializers.IntegerField(min_value=1)
         role = serializers.ChoiceField(choices=TeamRole.choices, default=TeamRole.MEMBER)
@@ -153,6 +158,8 @@ class MemberOutput(serializers.Serializer):
 
 
 class MemberListApi(Api):
+    pagination_class = CursorPage
+
     class InputSerializer(StrictSerializer):
         email = serializers.EmailField()
         role = serializers.ChoiceField(choices=Role.choices, default=Role.MEMBER)
@@ -204,6 +211,8 @@ class AgentOutput(serializers.Serializer):
 
 
 class AgentListCreateApi(Api):
+    pagination_class = CursorPage
+
     class InputSerializer(StrictSerializer):
         name = serializers.CharField(max_length=200)
         description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
@@ -245,7 +254,8 @@ class AgentDetailApi(Api):
         agent = services.agent_update(actor=request.actor, agent=agent, data=data, request_id=self.request_id())
         return Response(AgentOutput(agent).data)
 
-    @extend_schema(responses=AgentOutput)
+    @extend_schema(responses={200: AgentOutput}, description="Deactivates the agent (its keys stop working); "
+                   "the agent and its memory stay.")
     def delete(self, request, agent_id: int):
         agent = access.access_agent_by_id(request.actor, agent_id, for_write=True)
         agent = services.agent_deactivate(actor=request.actor, agent=agent, request_id=self.request_id())
@@ -268,6 +278,8 @@ class KeyCreatedOutput(KeyOutput):
 
 
 class AgentKeyListCreateApi(Api):
+    pagination_class = CursorPage
+
     class InputSerializer(StrictSerializer):
         name = serializers.CharField(max_length=200, required=False, allow_blank=True)
         scopes = serializers.ListField(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +61,31 @@ class BM25Query:
         hit = self.locals[pos_c] == local_ids
         out[hit] = self.matches[pos_c[hit]] / self.n_terms
         return out
+
+
+@dataclass(slots=True)
+class _MaskStats:
+    """Corpus statistics of one index version under one mask (see ``BM25Index._stats``)."""
+
+    version: int
+    mask: np.ndarray | None  # a copy of the caller's mask
+    vis: np.ndarray  # per slot: live and allowed
+    n_docs: int
+    norm: np.ndarray  # per slot BM25 length normalisation
+    df: dict[int, int]  # term id -> document frequency under the mask
+    last: tuple | None = None  # the previous query's ((tid, weight)...), scores, counts, any_hit
+
+    def nbytes(self) -> int:
+        arrays = [self.vis, self.norm] + ([self.mask] if self.mask is not None else [])
+        if self.last is not None:
+            arrays += [self.last[1], self.last[2]]
+        return sum(a.nbytes for a in arrays) + 100 * len(self.df)
+
+
+def _same_mask(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a.shape == b.shape and bool(np.array_equal(a, b))
 
 
 def _mask_at(mask: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -110,26 +136,33 @@ class BM25Index:
         self._slot_live = GrowArray(np.bool_, fill=False)
         self._local_slot: dict[int, int] = {}
         self._n_postings = 0
+        self._version = 0  # bumped by every write: cached per-mask statistics are only for one version
+        self._cached: _MaskStats | None = None
 
     # -- writes -------------------------------------------------------------
     def add(self, local_id: int, tokens: list[str]) -> None:
         """Index ``tokens`` for ``local_id``, replacing any previous text."""
         local_id = int(local_id)
         self.remove(local_id)
+        self._version += 1
         slot = len(self._slot_len)
-        counts: dict[str, int] = {}
-        for t in tokens:
-            counts[t] = counts.get(t, 0) + 1
-        vocab = self._vocab
+        counts = Counter(tokens)  # insertion-ordered, like the dict it replaces, and counted in C
+        vocab, post_slots, post_tf = self._vocab, self._post_slots, self._post_tf
         for term, tf in counts.items():
             tid = vocab.get(term)
             if tid is None:
-                tid = len(self._post_slots)
+                tid = len(post_slots)
                 vocab[term] = tid
-                self._post_slots.append(array("i"))
-                self._post_tf.append(array("H"))
-            _append(self._post_slots, tid, slot)
-            _append(self._post_tf, tid, min(tf, 65535))
+                post_slots.append(array("i"))
+                post_tf.append(array("H"))
+            try:  # the common case inline; _append handles a list pinned by a live numpy view
+                post_slots[tid].append(slot)
+            except BufferError:
+                _append(post_slots, tid, slot)
+            try:
+                post_tf[tid].append(tf if tf < 65535 else 65535)
+            except BufferError:
+                _append(post_tf, tid, min(tf, 65535))
         self._n_postings += len(counts)
         self._slot_len.append(len(tokens))
         self._slot_local.append(local_id)
@@ -140,6 +173,7 @@ class BM25Index:
         slot = self._local_slot.pop(int(local_id), None)
         if slot is not None:
             self._slot_live.view[slot] = False
+            self._version += 1
 
     def __contains__(self, local_id: int) -> bool:
         return int(local_id) in self._local_slot
@@ -154,6 +188,8 @@ class BM25Index:
         live = self._slot_live.view.copy()
         if live.all():
             return
+        self._version += 1
+        self._cached = None
         new_slot = (np.cumsum(live) - 1).astype(np.int32)
         n_post = 0
         for tid in range(len(self._post_slots)):
@@ -186,9 +222,38 @@ class BM25Index:
         overhead = 2 * 64 * len(self._post_slots) + 100 * len(self._vocab)
         overhead += 100 * len(self._local_slot)
         cols = self._slot_len.nbytes + self._slot_local.nbytes + self._slot_live.nbytes
-        return post + overhead + cols
+        return post + overhead + cols + (self._cached.nbytes() if self._cached is not None else 0)
 
     # -- reads --------------------------------------------------------------
+    def _stats(self, allowed: np.ndarray | None) -> _MaskStats:
+        """Per-mask corpus statistics, kept while the mask and the index stay the same.
+
+        One resonate reads the lexical indexes several times under one mask (the window pass, the
+        feedback pass, document frequencies), and a caller's next query usually brings the same
+        mask again; the statistics are still computed over that mask only.
+        """
+        mask = None if allowed is None else np.asarray(allowed, dtype=bool)
+        cached = self._cached
+        if cached is not None and cached.version == self._version and _same_mask(cached.mask, mask):
+            return cached
+        vis = self._slot_live.view
+        if mask is not None:
+            vis = vis & _mask_at(mask, self._slot_local.view)
+        n_docs = int(np.count_nonzero(vis))
+        dl_all = self._slot_len.view
+        avgdl = float(dl_all[vis].sum(dtype=np.int64)) / n_docs if n_docs else 0.0
+        # Per-slot length normalisation: each posting then needs a single gather.
+        norm = (self.k1 * (1.0 - self.b)) + (self.k1 * self.b / max(avgdl, 1e-9)) * dl_all
+        stats = _MaskStats(self._version, None if mask is None else mask.copy(), vis, n_docs, norm, {})
+        self._cached = stats
+        return stats
+
+    def _df(self, stats: _MaskStats, tid: int) -> int:
+        df = stats.df.get(tid)
+        if df is None:
+            df = stats.df[tid] = int(np.count_nonzero(stats.vis[np.frombuffer(self._post_slots[tid], dtype=np.int32)]))
+        return df
+
     def query(
         self, tokens: list[str], allowed: np.ndarray | None = None, weights: dict[str, float] | None = None
     ) -> BM25Query:
@@ -198,63 +263,62 @@ class BM25Index:
         """
         uniq = list(dict.fromkeys(tokens))
         n_terms = len(uniq)
-        tids = [self._vocab[t] for t in uniq if t in self._vocab]
-        tw = [1.0 if weights is None else float(weights.get(t, 1.0)) for t in uniq if t in self._vocab]
+        terms = [(self._vocab[t], 1.0 if weights is None else float(weights.get(t, 1.0)))
+                 for t in uniq if t in self._vocab]
         n_slots = len(self._slot_len)
         empty = BM25Query(_EMPTY_I, _EMPTY_F, np.empty(0, np.int32), n_terms)
-        if not tids or n_slots == 0:
+        if not terms or n_slots == 0:
             return empty
-        vis = self._slot_live.view
-        slot_local = self._slot_local.view
-        if allowed is not None:
-            vis = vis & _mask_at(np.asarray(allowed, dtype=bool), slot_local)
-        n_docs = int(np.count_nonzero(vis))
-        if n_docs == 0:
+        stats = self._stats(allowed)
+        if stats.n_docs == 0:
             return empty
-        dl_all = self._slot_len.view
-        avgdl = float(dl_all[vis].sum(dtype=np.int64)) / n_docs
-        k1, b = self.k1, self.b
-        # Per-slot length normalisation, computed once per query: each
-        # posting then needs a single gather instead of re-deriving it.
-        norm = (k1 * (1.0 - b)) + (k1 * b / max(avgdl, 1e-9)) * dl_all
+        k1, n_docs, norm = self.k1, stats.n_docs, stats.norm
 
         # Dense accumulators: postings of one term hold each slot once, so
         # plain fancy-index "+=" is safe and avoids concatenation + bincount.
         # Hidden slots are scored too (cheaper than compressing every
-        # postings list) and masked out once at the end.
-        scores = np.zeros(n_slots, dtype=np.float64)
-        counts = np.zeros(n_slots, dtype=np.int32)
-        any_hit = False
-        for tid, wt in zip(tids, tw, strict=True):
-            slots = np.frombuffer(self._post_slots[tid], dtype=np.int32)
-            df = int(np.count_nonzero(vis[slots]))
+        # postings list) and masked out once at the end. A query that extends
+        # the previous one under the same statistics (the feedback pass: the
+        # query's terms, then expansion terms) starts from its accumulators;
+        # the additions happen in the same order, so the sums are identical.
+        prev = stats.last
+        done = 0
+        if prev is not None and len(prev[0]) <= len(terms) and terms[: len(prev[0])] == prev[0]:
+            done = len(prev[0])
+            scores, counts, any_hit = prev[1].copy(), prev[2].copy(), prev[3]
+        else:
+            scores = np.zeros(n_slots, dtype=np.float64)
+            counts = np.zeros(n_slots, dtype=np.int32)
+            any_hit = False
+        for tid, wt in terms[done:]:
+            df = self._df(stats, tid)
             if df == 0:
                 continue
             any_hit = True
+            slots = np.frombuffer(self._post_slots[tid], dtype=np.int32)
             tf = np.frombuffer(self._post_tf[tid], dtype=np.uint16).astype(np.float64)
             idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
             scores[slots] += (wt * idf * (k1 + 1.0)) * tf / (tf + norm[slots])
             counts[slots] += 1
+        stats.last = (terms, scores, counts, any_hit)
         if not any_hit:
             return empty
-        slots_u = np.flatnonzero(counts.astype(bool) & vis)
+        slots_u = np.flatnonzero(counts.astype(bool) & stats.vis)
         scores = scores[slots_u]
         matches = counts[slots_u]
-        locs = slot_local[slots_u]
+        locs = self._slot_local.view[slots_u]
         order = np.argsort(locs, kind="stable")
         return BM25Query(locs[order], scores[order], matches[order], n_terms)
 
     def doc_freqs(self, terms: list[str], allowed: np.ndarray | None = None) -> tuple[np.ndarray, int]:
         """Document frequency of each term among allowed live documents, and that document count."""
-        vis = self._slot_live.view
-        if allowed is not None:
-            vis = vis & _mask_at(np.asarray(allowed, dtype=bool), self._slot_local.view)
+        stats = self._stats(allowed)
         out = np.zeros(len(terms), dtype=np.int64)
         for i, t in enumerate(terms):
             tid = self._vocab.get(t)
             if tid is not None:
-                out[i] = np.count_nonzero(vis[np.frombuffer(self._post_slots[tid], dtype=np.int32)])
-        return out, int(np.count_nonzero(vis))
+                out[i] = self._df(stats, tid)
+        return out, stats.n_docs
 
     def search(
         self, query_tokens: list[str], k: int, allowed: np.ndarray | None = None

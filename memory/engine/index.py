@@ -123,50 +123,54 @@ class TenantIndex:
         vec_ids: list[int] = []
         vec_rows: list[np.ndarray] = []
         missing: list[int] = []
-        for i, rec in enumerate(records):
-            nid = int(rec.node_id)
-            pos = self._local.get(nid)
-            if pos is None:
-                pos = self.n
-                self._local[nid] = pos
-                self.texts.append(rec.text)
-                self._text_chars += len(rec.text)
-                for c in cols.values():
-                    c.resize(pos + 1)
-                cols["node_id"].view[pos] = nid
-                toks = rec.tokens if rec.tokens is not None else tokenize(rec.text)
-                self.bm25.add(pos, toks)
-                self.windows.update(pos, _window_key(rec), rec.seq, toks)
-                if rec.vector is None:
-                    missing.append(pos)
-            else:
-                cols["deleted"].view[pos] = False
-                text_changed = rec.text != self.texts[pos]
-                if text_changed:
-                    self._text_chars += len(rec.text) - len(self.texts[pos])
-                    self.texts[pos] = rec.text
-                toks = rec.tokens
-                if toks is None and (text_changed or pos not in self.bm25):
-                    toks = tokenize(rec.text)
-                # A row read again unchanged (a reinforced recall, a catch-up behind an old open
-                # transaction) is not re-indexed: re-adding would only pile up dead postings.
-                if toks is not None and (pos not in self.bm25 or toks != self.windows.own_tokens(pos)):
+        # Columns grow once for the batch, then are written through views taken once.
+        n_new = len({int(r.node_id) for r in records}.difference(self._local))
+        for c in cols.values():
+            c.resize(self.n + n_new)
+        view = {name: c.view for name, c in cols.items()}
+        with self.windows.deferred():
+            for i, rec in enumerate(records):
+                nid = int(rec.node_id)
+                pos = self._local.get(nid)
+                if pos is None:
+                    pos = self.n
+                    self._local[nid] = pos
+                    self.texts.append(rec.text)
+                    self._text_chars += len(rec.text)
+                    view["node_id"][pos] = nid
+                    toks = rec.tokens if rec.tokens is not None else tokenize(rec.text)
                     self.bm25.add(pos, toks)
                     self.windows.update(pos, _window_key(rec), rec.seq, toks)
-                elif not self.windows.placed(pos, _window_key(rec), rec.seq):
-                    self.windows.update(pos, _window_key(rec), rec.seq, self.windows.own_tokens(pos))
-            for name in _RECORD_COLUMNS:
-                cols[name].view[pos] = getattr(rec, name)
-            cols["speaker_id"].view[pos] = self.speaker_id(rec.speaker, create=True)
-            cols["has_time"].view[pos] = has_time_expression(self.texts[pos])
-            if rec.vector is not None:
-                v = np.asarray(rec.vector, dtype=np.float32).reshape(-1)
-                if v.size == 0:
-                    missing.append(pos)
+                    if rec.vector is None:
+                        missing.append(pos)
                 else:
-                    vec_ids.append(pos)
-                    vec_rows.append(v)
-            locals_out[i] = pos
+                    view["deleted"][pos] = False
+                    text_changed = rec.text != self.texts[pos]
+                    if text_changed:
+                        self._text_chars += len(rec.text) - len(self.texts[pos])
+                        self.texts[pos] = rec.text
+                    toks = rec.tokens
+                    if toks is None and (text_changed or pos not in self.bm25):
+                        toks = tokenize(rec.text)
+                    # A row read again unchanged (a reinforced recall, a catch-up behind an old open
+                    # transaction) is not re-indexed: re-adding would only pile up dead postings.
+                    if toks is not None and (pos not in self.bm25 or toks != self.windows.own_tokens(pos)):
+                        self.bm25.add(pos, toks)
+                        self.windows.update(pos, _window_key(rec), rec.seq, toks)
+                    elif not self.windows.placed(pos, _window_key(rec), rec.seq):
+                        self.windows.update(pos, _window_key(rec), rec.seq, self.windows.own_tokens(pos))
+                for name in _RECORD_COLUMNS:
+                    view[name][pos] = getattr(rec, name)
+                view["speaker_id"][pos] = self.speaker_id(rec.speaker, create=True)
+                view["has_time"][pos] = has_time_expression(self.texts[pos])
+                if rec.vector is not None:
+                    v = np.asarray(rec.vector, dtype=np.float32).reshape(-1)
+                    if v.size == 0:
+                        missing.append(pos)
+                    else:
+                        vec_ids.append(pos)
+                        vec_rows.append(v)
+                locals_out[i] = pos
         if records:
             self._refresh_seed_until(locals_out)
         if vec_ids:
@@ -302,6 +306,16 @@ class TenantIndex:
             vis[restricted[scope[restricted] == Scope.RESTRICTED]] = True
         vis &= ~c["deleted"].view
         return vis
+
+    def has_scope(self, scope: int) -> bool:
+        return bool(np.any(self._cols["scope"].view == scope))
+
+    def restricted_owned_by(self, owner_keys: Iterable[int]) -> np.ndarray:
+        """Node ids of the live restricted nodes these owners own (an owner reads its own)."""
+        c = self._cols
+        owners = np.fromiter((int(x) for x in owner_keys), dtype=np.int64)
+        mine = (c["scope"].view == Scope.RESTRICTED) & np.isin(c["owner_key"].view, owners) & ~c["deleted"].view
+        return c["node_id"].view[mine]
 
     def nbytes(self) -> int:
         cols = sum(c.nbytes for c in self._cols.values())

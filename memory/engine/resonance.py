@@ -427,7 +427,8 @@ def _prf_list(index, tokens, top, vis, seedable, params):
 def _vector_feedback(index, qvec, top, vis, seedable, params):
     """Rocchio on the query vector: q/|q| + vprf_beta x mean unit vector of the top seeds' windows,
     searched like the window-vector channel."""
-    members = np.unique(np.fromiter((x for m in index.windows.neighbours(top) for x in m), np.int64))
+    members = index.windows.member_matrix(top)
+    members = np.unique(members[members >= 0])
     members = members[vis[members]]
     mv = index.vectors.mean_vector(members) if members.size else None
     if mv is None:
@@ -443,17 +444,23 @@ def _session_scores(index, cand, bm, top):
     """Per candidate: sum of the ``top`` best turn-level BM25 scores in its session (NaN: no session)."""
     skey = index.col("session_key")
     out = np.full(cand.size, np.nan)
-    if bm.locals.size == 0:
+    cs = skey[cand]
+    if bm.locals.size == 0 or not cs.any():
         return out
     s = skey[bm.locals]
-    order = np.lexsort((-bm.scores, s))
-    s_o, sc_o = s[order], bm.scores[order]
+    # Only the candidates' sessions are scored: sort the turns of those (a few dozen sessions)
+    # rather than every turn the query's terms touched (tens of thousands in a large tenant).
+    mine = np.isin(s, np.unique(cs[cs != 0]))
+    s, sc = s[mine], bm.scores[mine]
+    if s.size == 0:
+        return out
+    order = np.lexsort((-sc, s))
+    s_o, sc_o = s[order], sc[order]
     starts = np.flatnonzero(np.concatenate(([True], s_o[1:] != s_o[:-1])))
     rank_in = np.arange(s_o.size) - np.repeat(starts, np.diff(np.append(starts, s_o.size)))
     keep = rank_in < top
     sums = np.bincount(np.searchsorted(s_o[starts], s_o[keep]), weights=sc_o[keep], minlength=starts.size)
     keys = s_o[starts]
-    cs = skey[cand]
     pos = np.minimum(np.searchsorted(keys, cs), keys.size - 1)
     hit = (keys[pos] == cs) & (cs != 0)
     out[hit] = sums[pos[hit]]

@@ -849,9 +849,19 @@ def _scan(text: str) -> list[tuple[int, int, re.Match[str], _Handler]]:
     return chosen
 
 
+# Every pattern above needs a digit or one of these words; a text with neither cannot match, so
+# ``has_time_expression`` skips the ~20 pattern scans for it (most turns: 0.4 ms -> 3 us each).
+_TIME_TRIGGER = re.compile(
+    r"\d|\b(?:yesterday|today|tonight|tomorrow|night|morning|afternoon|evening|week|weekend|month|year|ago"
+    rf"|spring|summer|fall|autumn|winter|{_WD_FULL}|{_WD_ABBR}|{_MON_ALT[3:-1]})\b",
+    re.I,
+)
+
+
 def has_time_expression(text: str) -> bool:
     """True when ``text`` contains anything ``resolve_times`` would resolve."""
-    return bool(_scan(_normalise_quotes(text)))
+    text = _normalise_quotes(text)
+    return _TIME_TRIGGER.search(text) is not None and bool(_scan(text))
 
 
 def _sentence_bounds(text: str) -> list[tuple[int, int]]:

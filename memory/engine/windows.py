@@ -15,6 +15,9 @@ visibility (``TenantIndex`` does), so a window never carries a hidden neighbour'
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 
 from .bm25 import BM25Index, BM25Query
@@ -31,6 +34,14 @@ class ContextWindows:
         self._where: dict[int, tuple[int, int]] = {}  # local -> (session_key, seq)
         self._at: dict[tuple[int, int], int] = {}  # (session_key, seq) -> local
         self._n_tokens = 0  # sum of len(t) over self._tokens, kept for an O(1) nbytes
+        # The same windows as arrays, for vectorised reads: _nbr[local, j] is the node at
+        # (session, seq + _offsets[j]) as _members resolves it (the slot's holder in _at), -1 if
+        # none; _placed lists every node at a slot (facts share a seq with their leaves), so a
+        # change of holder reaches each row that points at the slot.
+        self._offsets = [d for d in range(-self.radius, self.radius + 1) if d != 0]
+        self._nbr = np.full((16, len(self._offsets)), -1, dtype=np.int64)
+        self._placed: dict[tuple[int, int], list[int]] = {}
+        self._pending: set[int] | None = None  # windows to re-index when a deferred batch ends
 
     def __contains__(self, local_id: int) -> bool:
         return int(local_id) in self._tokens
@@ -47,6 +58,47 @@ class ContextWindows:
                 out.append(loc)
         return out
 
+    def _ensure_row(self, local_id: int) -> None:
+        if local_id >= self._nbr.shape[0]:
+            grown = np.full((max(local_id + 1, 2 * self._nbr.shape[0]), self._nbr.shape[1]), -1, dtype=np.int64)
+            grown[: self._nbr.shape[0]] = self._nbr
+            self._nbr = grown
+
+    def _set_holder(self, slot: tuple[int, int], local_id: int | None) -> None:
+        if local_id is None:
+            self._at.pop(slot, None)
+        else:
+            self._at[slot] = local_id
+        value = -1 if local_id is None else local_id
+        key, seq = slot
+        for j, d in enumerate(self._offsets):
+            for other in self._placed.get((key, seq - d), ()):
+                self._nbr[other, j] = value
+
+    def _place(self, local_id: int, where: tuple[int, int]) -> None:
+        self._ensure_row(local_id)
+        key, seq = where
+        if key == 0:
+            self._nbr[local_id] = -1
+            return
+        for j, d in enumerate(self._offsets):
+            self._nbr[local_id, j] = self._at.get((key, seq + d), -1)
+        self._placed.setdefault(where, []).append(local_id)
+        self._set_holder(where, local_id)
+
+    def _leave(self, local_id: int, where: tuple[int, int]) -> None:
+        self._ensure_row(local_id)
+        self._nbr[local_id] = -1
+        if where[0] == 0:
+            return
+        here = self._placed.get(where)
+        if here is not None and local_id in here:
+            here.remove(local_id)
+            if not here:
+                del self._placed[where]
+        if self._at.get(where) == local_id:
+            self._set_holder(where, None)
+
     def _reindex(self, local_id: int) -> None:
         toks: list[str] = []
         for m in self._members(local_id):
@@ -59,18 +111,36 @@ class ContextWindows:
         local_id = int(local_id)
         old = self._where.get(local_id)
         affected = set(self._members(local_id)) if old is not None else set()
-        if old is not None and self._at.get(old) == local_id:
-            del self._at[old]
+        if old is not None:
+            self._leave(local_id, old)
         self._n_tokens += len(tokens) - len(self._tokens.get(local_id, ()))
         self._tokens[local_id] = list(tokens)
         where = (int(session_key), int(seq))
         self._where[local_id] = where
-        if where[0] != 0:
-            self._at[where] = local_id
+        self._place(local_id, where)
         affected |= set(self._members(local_id))
+        if self._pending is not None:
+            self._pending |= affected
+            return
         for a in affected:
             if a in self._tokens:
                 self._reindex(a)
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Re-index each touched window once, when the batch ends, instead of after every write
+        (a session loaded in order would otherwise index every window twice)."""
+        if self._pending is not None:
+            yield
+            return
+        self._pending = set()
+        try:
+            yield
+        finally:
+            pending, self._pending = self._pending, None
+            for a in sorted(pending):
+                if a in self._tokens:
+                    self._reindex(a)
 
     def placed(self, local_id: int, session_key: int, seq: int) -> bool:
         """Whether the node already sits at this (session, seq)."""
@@ -81,17 +151,31 @@ class ContextWindows:
         if local_id not in self._tokens:
             return
         nbrs = self._members(local_id)
-        where = self._where.pop(local_id)
-        if self._at.get(where) == local_id:
-            del self._at[where]
+        self._leave(local_id, self._where.pop(local_id))
         self._n_tokens -= len(self._tokens.pop(local_id))
         self.bm25.remove(local_id)
+        if self._pending is not None:
+            self._pending.update(a for a in nbrs if a != local_id)
+            return
         for a in nbrs:
             if a != local_id and a in self._tokens:
                 self._reindex(a)
 
     def neighbours(self, local_ids: np.ndarray) -> list[list[int]]:
         return [self._members(int(x)) for x in np.asarray(local_ids, dtype=np.int64).tolist()]
+
+    def member_matrix(self, local_ids: np.ndarray) -> np.ndarray:
+        """``neighbours`` as an array: row i holds node i's window in seq order (the node itself in
+        the middle column), -1 where a slot is empty."""
+        ids = np.asarray(local_ids, dtype=np.int64).reshape(-1)
+        r = self.radius
+        out = np.full((ids.size, 2 * r + 1), -1, dtype=np.int64)
+        out[:, r] = ids
+        inside = ids < self._nbr.shape[0]
+        rows = self._nbr[ids[inside]]
+        out[inside, :r] = rows[:, :r]
+        out[inside, r + 1 :] = rows[:, r:]
+        return out
 
     def query(
         self, tokens: list[str], allowed: np.ndarray | None = None, weights: dict[str, float] | None = None
@@ -103,7 +187,7 @@ class ContextWindows:
 
     def nbytes(self) -> int:
         toks = 8 * self._n_tokens + 56 * len(self._tokens)
-        return self.bm25.nbytes() + toks + 200 * len(self._where)
+        return self.bm25.nbytes() + toks + 200 * len(self._where) + self._nbr.nbytes + 150 * len(self._placed)
 
 
 def window_cosine(
@@ -117,14 +201,15 @@ def window_cosine(
     ids = np.asarray(ids, dtype=np.int64)
     if ids.size == 0:
         return np.empty(0, dtype=np.float64)
-    members = windows.neighbours(ids)
-    lens = np.fromiter((len(m) for m in members), np.int64, len(members))
-    flat = np.fromiter((x for m in members for x in m), np.int64, int(lens.sum()))
-    c = vectors.cosine(flat, qvec)
-    ok = ~np.isnan(c) & visible[flat]
-    starts = np.cumsum(lens) - lens
-    tot = np.add.reduceat(np.where(ok, c, 0.0), starts)
-    cnt = np.add.reduceat(ok.astype(np.float64), starts)
+    members = windows.member_matrix(ids)
+    present = members >= 0
+    flat = members[present]
+    c = np.full(members.shape, np.nan)
+    c[present] = vectors.cosine(flat, qvec)
+    ok = ~np.isnan(c)
+    ok[present] &= visible[flat]
+    tot = np.where(ok, c, 0.0).sum(axis=1)
+    cnt = ok.sum(axis=1).astype(np.float64)
     out = np.full(ids.size, np.nan)
     has = cnt > 0
     out[has] = tot[has] / cnt[has]
@@ -154,7 +239,8 @@ def window_vector_top(
         top, _ = vectors.search(qvec, max(pool, k), visible)
     if top.size == 0:
         return np.empty(0, np.int64), np.empty(0, np.float64)
-    cand = np.unique(np.fromiter((x for m in windows.neighbours(top) for x in m), np.int64))
+    members = windows.member_matrix(top)
+    cand = np.unique(members[members >= 0])
     cand = cand[seedable[cand]]
     wc = window_cosine(windows, vectors, cand, qvec, visible)
     wc = np.where(np.isnan(wc), -np.inf, wc)

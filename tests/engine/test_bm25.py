@@ -119,3 +119,62 @@ def test_write_while_a_query_view_is_alive() -> None:
     index.add(1, ["a"])
     assert pinned.tolist() == [0]
     assert index.search(["a"], 5)[0].tolist() == [0, 1]
+
+
+def _fresh(docs: list[list[str] | None]) -> BM25Index:
+    idx = BM25Index()
+    for i, d in enumerate(docs):
+        if d is not None:
+            idx.add(i, d)
+    return idx
+
+
+def _same(a, b) -> None:
+    np.testing.assert_array_equal(a.locals, b.locals)
+    np.testing.assert_array_equal(a.scores, b.scores)  # bit for bit, not approximately
+    np.testing.assert_array_equal(a.matches, b.matches)
+
+
+def test_cached_statistics_and_extended_queries_equal_a_fresh_index() -> None:
+    rng = np.random.default_rng(11)
+    docs: list[list[str] | None] = list(_corpus(rng, 300, 60))
+    idx = _fresh(docs)
+    masks = [rng.random(300) < 0.7, rng.random(300) < 0.4]
+    for _ in range(30):
+        mask = masks[int(rng.integers(0, 2))]
+        q = [f"t{x}" for x in rng.integers(0, 60, 3)]
+        extra = [f"t{x}" for x in rng.integers(0, 60, 4)]
+        weights = dict.fromkeys(extra, 0.3)
+        first = idx.query(q, mask)
+        second = idx.query(q + extra, mask, weights)  # the feedback pass: starts from the first
+        ref = _fresh(docs)
+        _same(first, ref.query(q, mask))
+        _same(second, _fresh(docs).query(q + extra, mask, weights))
+        assert idx.doc_freqs(extra, mask)[0].tolist() == ref.doc_freqs(extra, mask)[0].tolist()
+        if rng.random() < 0.3:  # a write between queries: statistics must not be reused
+            i = int(rng.integers(0, 300))
+            docs[i] = None if docs[i] is not None else ["t1", "t2"]
+            if docs[i] is None:
+                idx.remove(i)
+            else:
+                idx.add(i, docs[i])
+
+
+def test_compaction_keeps_scores_and_drops_dead_postings() -> None:
+    rng = np.random.default_rng(12)
+    docs: list[list[str] | None] = list(_corpus(rng, 200, 40))
+    idx = _fresh(docs)
+    for i in range(0, 200, 3):  # rewrite a third, delete a tenth
+        docs[i] = [f"t{x}" for x in rng.integers(0, 40, 5)]
+        idx.add(i, docs[i])
+    for i in range(1, 200, 10):
+        docs[i] = None
+        idx.remove(i)
+    mask = rng.random(200) < 0.8
+    before = [idx.query([f"t{x}", f"t{x + 1}"], mask) for x in range(0, 38, 2)]
+    assert idx.dead_fraction() > 0.3
+    idx.compact()
+    assert idx.dead_fraction() == 0.0
+    assert idx.nbytes() < _fresh(docs).nbytes() * 1.05
+    for x, b in zip(range(0, 38, 2), before, strict=True):
+        _same(idx.query([f"t{x}", f"t{x + 1}"], mask), b)

@@ -298,3 +298,17 @@ def test_results_are_frozen() -> None:
         m.start = date(2000, 1, 1)  # type: ignore[misc]
     with pytest.raises(AttributeError):
         emotion("happy").valence = 0.0  # type: ignore[misc]
+
+
+def test_has_time_expression_prefilter_never_changes_the_answer() -> None:
+    import random
+
+    from memory.engine import text as T
+
+    words = ("yesterday today May may Monday mon tue 2023 7 in the last next week weeks ago a few two months "
+             "fall Fall spring Sept. sept 3rd of March the day before tomorrow tonight this morning summer "
+             "of 2022 since 2019 early 2020 back in 1999 on Sat last sat cat went and I 12/05 noon").split()
+    rng = random.Random(0)
+    for _ in range(5000):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 8)))
+        assert T.has_time_expression(text) == bool(T._scan(T._normalise_quotes(text))), text

@@ -47,3 +47,22 @@ def test_window_channel_finds_turn_through_its_neighbour() -> None:
     hidden[idx.local_of(1)] = False
     wc = window_cosine(idx.windows, idx.vectors, np.array([idx.local_of(2)]), np.array([1.0, 0.0]), hidden)
     assert wc[0] == 0.0  # a hidden neighbour does not lend its vector
+
+
+def test_member_matrix_follows_the_windows_through_moves_duplicates_and_removals() -> None:
+    rng = np.random.default_rng(5)
+    for radius in (1, 2):
+        win = ContextWindows(radius=radius)
+        live: set[int] = set()
+        for step in range(600):
+            local = int(rng.integers(0, 60))
+            if local in live and rng.random() < 0.2:
+                win.remove(local)
+                live.discard(local)
+            else:  # place or move; a few sessions and a narrow seq range make shared slots common
+                win.update(local, int(rng.integers(0, 4)), int(rng.integers(0, 12)), [f"t{local}"])
+                live.add(local)
+            ids = np.arange(70)
+            m = win.member_matrix(ids)
+            for i in ids.tolist():
+                assert [x for x in m[i].tolist() if x >= 0] == win.neighbours(np.array([i]))[0], (step, i)

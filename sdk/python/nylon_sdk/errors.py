@@ -56,7 +56,8 @@ class NotFound(APIError):
 
 
 class EndpointUnavailable(NotFound):
-    """404 without the API's error shape: this server does not offer the endpoint (older version)."""
+    """404 for a URL the server has no route for (code ``no_endpoint``, or no error shape at all
+    from older servers): this server does not offer the endpoint."""
 
 
 class ConflictError(APIError):
@@ -83,7 +84,7 @@ def error_for(status: int, body: object, *, retry_after: float | None = None) ->
     """The exception for an error response (``body`` is the decoded JSON, or text)."""
     shaped = isinstance(body, dict) and isinstance(body.get("error"), dict)
     err = body["error"] if shaped else {}
-    if status == 404 and not shaped:
+    if status == 404 and (not shaped or err.get("code") == "no_endpoint"):
         cls: type[APIError] = EndpointUnavailable
     elif status >= 500:
         cls = ServerError
