@@ -14,7 +14,7 @@ timeout) is retried with the same body until it is acknowledged: the client is a
 for each, errors (failed attempts) in its window and the time until writes succeed again and
 /healthz is green are recorded.
 
-    .venv/bin/python bench/faults.py                      # ~2 minutes
+    .venv/bin/python bench/faults.py                      # 2-3 minutes
     .venv/bin/python bench/faults.py --phase-secs 15 --writers 3 --json out.json
 
 Exit status 0 when nothing acknowledged is missing or duplicated, no fact is duplicated, every
