@@ -72,6 +72,7 @@ class VectorIndex:
         self._mat = np.zeros((16, self.dim), dtype=np.float32)
         self._has = GrowArray(np.bool_, fill=False)  # row holds a usable vector
         self._hnsw: Index | None = None
+        self._hnsw_bytes: int | None = None  # usearch's memory_usage, read again only after a change
 
     # -- bookkeeping --------------------------------------------------------
     @property
@@ -102,7 +103,11 @@ class VectorIndex:
             self._has.resize(n)
 
     def nbytes(self) -> int:
-        hnsw = int(self._hnsw.memory_usage) if self._hnsw is not None else 0
+        hnsw = 0
+        if self._hnsw is not None:
+            if self._hnsw_bytes is None:  # memory_usage walks the graph: ~1-3 ms at 100k vectors
+                self._hnsw_bytes = int(self._hnsw.memory_usage)
+            hnsw = self._hnsw_bytes
         return int(self._mat.nbytes) + self._has.nbytes + hnsw
 
     # -- writes -------------------------------------------------------------
@@ -127,6 +132,7 @@ class VectorIndex:
         self._has.view[ids] = ok
         if self._hnsw is not None and ok.any():
             self._hnsw.add(ids[ok].astype(np.uint64), vecs[ok])
+            self._hnsw_bytes = None
 
     def mark_missing(self, local_ids: np.ndarray) -> None:
         """Rows exist but have no vector (embedder failed); never returned."""
@@ -153,6 +159,7 @@ class VectorIndex:
     def _drop_from_hnsw(self, ids: np.ndarray) -> None:
         if self._hnsw is not None and ids.size:
             self._hnsw.remove(ids.astype(np.uint64))
+            self._hnsw_bytes = None
 
     def prepare(self) -> None:
         """Build the HNSW graph now if searches will use it, instead of in the first search."""
@@ -172,6 +179,7 @@ class VectorIndex:
         if ids.size:
             index.add(ids.astype(np.uint64), self._mat[ids])
         self._hnsw = index
+        self._hnsw_bytes = None
         return index
 
     # -- reads --------------------------------------------------------------
