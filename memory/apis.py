@@ -291,7 +291,10 @@ def _bulk_turn(raw) -> tuple[services.TurnIn | None, dict]:
     caption = _text_field(raw, "caption", 2000, err)
     occurred = raw.get("occurred_at")
     if occurred is not None:
-        parsed = parse_datetime(occurred) if isinstance(occurred, str) else None
+        try:
+            parsed = parse_datetime(occurred) if isinstance(occurred, str) else None
+        except ValueError:  # well formed but no such day ("2023-02-30")
+            parsed = None
         if parsed is None:
             err["occurred_at"] = ["Datetime has wrong format. Use ISO 8601."]
         elif timezone.is_naive(parsed):
@@ -399,7 +402,7 @@ def bulk_sessions(actor, sessions: list[dict]) -> list[services.SessionIn]:
 class BulkIngestApi(Api):
     """Many sessions in one all-or-nothing write (COPY). Body: the sessions as a JSON array, or as
     JSON lines (``Content-Type: application/x-ndjson``), one weave-session body each; at most
-    ``BULK_MAX_TURNS`` turns and the body-size limit per request.
+    10,000 turns and the body-size limit (413) per request.
 
     Leaves get what weave-session gives them (silks, session seq, temporal-next edges, idempotency
     on ``event_id``), but entity and similarity edges and conflict checks are not written before

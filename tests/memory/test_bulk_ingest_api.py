@@ -155,6 +155,8 @@ BAD = [
     ([{**TRIP, "turns": [{"text": "x" * 20_001}]}], "sessions", "0.turns.0.text"),
     ([{**TRIP, "turns": [{"text": "ok", "when": "typo"}]}], "sessions", "0.turns.0.when"),
     ([{**TRIP, "turns": [{"text": "ok", "occurred_at": "yesterday-ish"}]}], "sessions", "0.turns.0.occurred_at"),
+    ([{**TRIP, "turns": [{"text": "ok", "occurred_at": "2023-02-30T10:00:00Z"}]}], "sessions",
+     "0.turns.0.occurred_at"),
     ([{**TRIP, "turns": [{"text": "ok", "event_id": "e" * 201}]}], "sessions", "0.turns.0.event_id"),
     ([{**TRIP, "turns": [{"text": "ok", "metadata": ["not", "a", "dict"]}]}], "sessions", "0.turns.0.metadata"),
     ([{"turns": [{"text": "ok"}]}], "sessions", "0.session_key"),
@@ -212,6 +214,7 @@ def test_the_fast_validator_agrees_with_weave_session(world):
     """The bulk rows are weave-session bodies: both validators refuse the same bad turns."""
     cases = [{"text": "   "}, {"text": 42, "speaker": ["x"]}, {"text": "x" * 20_001}, {"text": "ok", "when": 1},
              {"text": "ok", "occurred_at": "yesterday-ish"}, {"text": "ok", "caption": "c" * 2001},
+             {"text": "ok", "occurred_at": "2023-02-30T10:00:00"},
              {"speaker": "no text"}, {"text": "ok", "metadata": 3}, {"text": "fine", "occurred_at": None}]
     for turn in cases:
         session = {"session_key": "s", "turns": [turn]}
