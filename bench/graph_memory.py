@@ -58,6 +58,11 @@ def main() -> None:
         f"{g.nbytes / n_nodes:6.2f} B/node  (indptr {g._indptr.dtype}, indices "
         f"{g._indices.dtype}, weights {g._weights.dtype}, kinds {g._kinds.dtype})  build {build_s:.1f}s"
     )
+    per_entry = g._indices.itemsize + g._weights.itemsize + g._kinds.itemsize
+    print(
+        f"  split: {g._indptr.nbytes / n_nodes:.0f} B per node (indptr) + {per_entry} B per stored entry "
+        f"= {2 * per_entry} B per undirected edge (stored both ways)"
+    )
     print(
         f"scipy CSR f64: {base_bytes / 1e6:8.1f} MB  {base_bytes / max(base.nnz // 2, 1):5.2f} B/edge  "
         f"{base_bytes / n_nodes:6.2f} B/node  (no edge kinds)  build {base_s:.1f}s"
