@@ -68,7 +68,7 @@ def main() -> int:
         if args.owner_cases:
             # last: the owner may deactivate the agent, revoke its key or delete the team
             reports.append(run_fuzz(server.url, Credentials.console_session(org.owner), cases=args.owner_cases,
-                                    path_ids=org.ids, seed_value=args.seed))
+                                    path_ids=org.ids, seed_value=args.seed, protect={"user_id": [org.owner.id]}))
     finally:
         if server is not None:
             server.stop()

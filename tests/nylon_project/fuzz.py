@@ -140,9 +140,12 @@ def run_fuzz(
     path_ids: dict[str, list[int]] | None = None,
     seed_value: int = 0,
     include: str = "/api/v1/",
+    protect: dict[str, list[int]] | None = None,
 ) -> FuzzReport:
     """About ``cases`` calls spread evenly over the operations and both generation modes
-    (operations with few distinct inputs stop early, when Hypothesis has exhausted them)."""
+    (operations with few distinct inputs stop early, when Hypothesis has exhausted them).
+    ``protect`` names path ids no case may use (the session's own membership: once the fuzzer has
+    removed or demoted it, every later case would only be a 403)."""
     schema = load_schema(base_url)
     operations = [r.ok() for r in schema.get_all_operations() if _is_ok(r)]
     operations = [op for op in operations if op.path.startswith(include)]
@@ -153,8 +156,8 @@ def run_fuzz(
     for op in operations:
         for mode in MODES:
             try:
-                _fuzz_operation(op, mode, base_url, session, credentials, path_ids or {}, per_run, seed_value,
-                                report)
+                strategy = _strategy(op, mode, path_ids or {}, protect or {})
+                _fuzz_operation(op, mode, base_url, session, credentials, strategy, per_run, seed_value, report)
             except Exception as exc:  # a generation error or a dead server: reported, never hidden
                 report.errors.append(f"{op.label} ({mode.value}): {type(exc).__name__}: {exc}")
     report.seconds = time.perf_counter() - started
@@ -170,23 +173,28 @@ def _is_ok(result) -> bool:
     return True
 
 
-def _strategy(op, mode: GenerationMode, path_ids: dict[str, list[int]]):
+def _strategy(op, mode: GenerationMode, path_ids: dict[str, list[int]], protect: dict[str, list[int]]):
     generated = op.as_strategy(generation_mode=mode)
     names = [p.name for p in op.path_parameters]
-    if not names or not all(path_ids.get(n) for n in names):
-        return generated
-    real = st.fixed_dictionaries({n: st.sampled_from(path_ids[n]) for n in names}).flatmap(
-        lambda ids: op.as_strategy(generation_mode=mode, path_parameters=ids))
-    return st.one_of(generated, real)
+    strategy = generated
+    if names and all(path_ids.get(n) for n in names):
+        real = st.fixed_dictionaries({n: st.sampled_from(path_ids[n]) for n in names}).flatmap(
+            lambda ids: op.as_strategy(generation_mode=mode, path_parameters=ids))
+        strategy = st.one_of(generated, real)
+    banned = {n: {str(v) for v in protect[n]} for n in names if n in protect}
+    if banned:
+        strategy = strategy.filter(
+            lambda case: all(str((case.path_parameters or {}).get(n)) not in vs for n, vs in banned.items()))
+    return strategy
 
 
-def _fuzz_operation(op, mode, base_url, session, credentials, path_ids, examples, seed_value, report) -> None:
+def _fuzz_operation(op, mode, base_url, session, credentials, strategy, examples, seed_value, report) -> None:
     headers = credentials.headers
 
     @seed(seed_value)
     @settings(max_examples=examples, deadline=None, database=None, phases=[Phase.explicit, Phase.generate],
               suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, report_multiple_bugs=False)
-    @given(case=_strategy(op, mode, path_ids))
+    @given(case=strategy)
     def one(case) -> None:
         # The schema's security schemes make schemathesis generate credentials of every kind; the
         # run's own replace them (a generated Authorization would win over a session cookie).
