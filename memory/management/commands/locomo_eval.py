@@ -19,6 +19,7 @@ import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 from tqdm import tqdm
 
 from memory import services
@@ -164,6 +165,9 @@ class Command(BaseCommand):
                         turn_rows.append((dia_node[tt["dia_id"]], f"{tt.get('speaker', '')}: {texts[i]}", win))
                     continue
                 when = parse_datetime(date_s)
+                if when is not None and timezone.is_naive(when):
+                    # LoCoMo stamps carry no zone; read them in the default zone, as the API does.
+                    when = timezone.make_aware(when)
                 ins = [services.TurnIn(text=tt.get("text", ""), speaker=tt.get("speaker", ""),
                                        occurred_at=when, event_id=tt["dia_id"],
                                        caption=tt.get("blip_caption") or "") for tt in turns]
@@ -255,6 +259,8 @@ class Command(BaseCommand):
         header = f"{'variant':<22}{'overall':>9}" + "".join(f"{CATS[c]:>13}" for c in CATS) + f"{'n':>6}"
         self.stdout.write(header)
         for name, r in results["variants"].items():
+            if not r["n"]:  # a baseline skipped by --no-baselines
+                continue
             row = f"{name:<22}{r['overall']:>8.1f}%" + "".join(
                 f"{r.get(CATS[c], 0):>12.1f}%" for c in CATS) + f"{r['n']:>6}"
             self.stdout.write(row)
