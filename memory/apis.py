@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from assets.access import access_node
 from nylon_project.api import Api, StrictSerializer, paginate, team_from_input
 from nylon_project.pagination import CursorPage
-from nylon_project.parsers import SafeJSONParser
+from nylon_project.parsers import SafeJSONParser, unstorable_path, unstorable_text
 
 from . import selectors, services
 from .engine.types import MAX_K
@@ -234,17 +234,6 @@ class JSONLinesParser(SafeJSONParser):
         return out
 
 
-def _storable(value: str) -> bool:
-    """Postgres text holds neither NUL nor an unpaired surrogate."""
-    if "\x00" in value:
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _text_field(raw: dict, name: str, max_length: int, err: dict, *, required: bool = False) -> str:
     if name not in raw:
         if required:
@@ -257,26 +246,11 @@ def _text_field(raw: dict, name: str, max_length: int, err: dict, *, required: b
         err[name] = ["Not a valid string."]
     elif len(value) > max_length:
         err[name] = [f"Ensure this field has no more than {max_length} characters."]
-    elif not _storable(value):
+    elif unstorable_text(value):
         err[name] = ["NUL characters and unpaired surrogates are not allowed."]
     else:
         return value
     return ""
-
-
-def _json_storable(value) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if not _storable(item):
-                return False
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return True
 
 
 def _bulk_turn(raw) -> tuple[services.TurnIn | None, dict]:
@@ -303,7 +277,7 @@ def _bulk_turn(raw) -> tuple[services.TurnIn | None, dict]:
     metadata = raw.get("metadata", {})
     if not isinstance(metadata, dict):
         err["metadata"] = [f'Expected a dictionary of items but got type "{type(metadata).__name__}".']
-    elif not _json_storable(metadata):
+    elif unstorable_path(metadata) is not None:
         err["metadata"] = ["NUL characters and unpaired surrogates are not allowed."]
     if err:
         return None, err

@@ -52,7 +52,7 @@ class SafeJSONParser(JSONParser):
                               parse_float=_finite) if text else JsonObject()
         except (ValueError, RecursionError) as exc:
             raise ParseError(f"JSON parse error - {exc}") from None
-        where = _unstorable(data, "")
+        where = unstorable_path(data)
         if where is not None:
             raise ParseError(f"{where or 'The body'}: text with a NUL character (\\u0000) or an unpaired "
                              "surrogate cannot be stored.")
@@ -70,7 +70,7 @@ def unstorable_text(value: str) -> bool:
     return False
 
 
-def _unstorable(value, path: str) -> str | None:
+def unstorable_path(value, path: str = "") -> str | None:
     """The JSON path of the first string (key or value) Postgres could not store, else None."""
     stack = [(value, path)]
     while stack:
