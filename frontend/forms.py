@@ -20,7 +20,21 @@ def _day_start(d) -> datetime | None:
     return timezone.make_aware(datetime.combine(d, time.min)) if d else None
 
 
-class NodeFilterForm(forms.Form):
+class KeysetPageMixin:
+    """``after`` / ``limit`` of a keyset-paginated list form."""
+
+    cleaned_data: dict
+
+    @property
+    def after_id(self) -> int | None:
+        return self.cleaned_data.get("after")
+
+    @property
+    def page_size(self) -> int:
+        return self.cleaned_data.get("limit") or PAGE_SIZE
+
+
+class NodeFilterForm(KeysetPageMixin, forms.Form):
     owner = forms.ChoiceField(label=_("Owner"), required=False)
     team = forms.TypedChoiceField(label=_("Team"), required=False, coerce=int, empty_value=None)
     kind = forms.ChoiceField(label=_("Kind"), required=False,
@@ -46,14 +60,6 @@ class NodeFilterForm(forms.Form):
         return NodeFilters(owner=d.get("owner") or "", team_id=d.get("team"), kind=d.get("kind") or "",
                            visibility=d.get("visibility") or "", q=(d.get("q") or "").strip(),
                            since=_day_start(d.get("since")), until=until)
-
-    @property
-    def after_id(self) -> int | None:
-        return self.cleaned_data.get("after")
-
-    @property
-    def page_size(self) -> int:
-        return self.cleaned_data.get("limit") or PAGE_SIZE
 
 
 class ResonateForm(forms.Form):
@@ -119,7 +125,7 @@ class AuditFilterForm(forms.Form):
 # --- assets ---------------------------------------------------------------------------------------
 
 
-class AssetFilterForm(forms.Form):
+class AssetFilterForm(KeysetPageMixin, forms.Form):
     kind = forms.ChoiceField(label=_("Kind"), required=False, choices=[("", _("any kind"))] + list(AssetKind.choices))
     status = forms.ChoiceField(label=_("Lifecycle state"), required=False,
                                choices=[("", _("any state"))] + list(AssetStatus.choices))
@@ -141,14 +147,6 @@ class AssetFilterForm(forms.Form):
         return AssetFilters(kind=d.get("kind") or "", status=d.get("status") or "",
                             visibility=d.get("visibility") or "", team_id=d.get("team"),
                             owner=d.get("owner") or "", q=(d.get("q") or "").strip())
-
-    @property
-    def after_id(self) -> int | None:
-        return self.cleaned_data.get("after")
-
-    @property
-    def page_size(self) -> int:
-        return self.cleaned_data.get("limit") or PAGE_SIZE
 
 
 class NodeIdsField(forms.CharField):

@@ -17,6 +17,17 @@ from .. import charts, selectors
 from ..console import console_view, user_orgs
 
 
+def querystring(request, **changes) -> str:
+    """The current query string with ``changes`` applied (None removes a key): list pagination links."""
+    q = request.GET.copy()
+    for k, v in changes.items():
+        if v is None:
+            q.pop(k, None)
+        else:
+            q[k] = str(v)
+    return q.urlencode()
+
+
 def js_strings() -> dict[str, str]:
     """The console scripts' few strings, translated here and embedded in each page as JSON
     (``json_script``): no separate catalog request, and the scripts stay static files."""

@@ -20,23 +20,13 @@ from teams.selectors import team_list
 from .. import charts, selectors
 from ..console import console_view, is_htmx, request_id
 from ..forms import NodeFilterForm, ResonateForm
-from .base import page
+from .base import page, querystring
 
 
 def _filter_form(request) -> NodeFilterForm:
     actor = request.actor
     return NodeFilterForm(request.GET or None, owners=selectors.owner_choices(actor=actor),
                           teams=team_list(actor=actor).order_by("name"))
-
-
-def _querystring(request, **changes) -> str:
-    q = request.GET.copy()
-    for k, v in changes.items():
-        if v is None:
-            q.pop(k, None)
-        else:
-            q[k] = str(v)
-    return q.urlencode()
 
 
 @require_GET
@@ -50,7 +40,7 @@ def memory_browser(request):
         form.cleaned_data = {}
     p = selectors.node_page(actor=request.actor, f=form.filters(), after=form.after_id, limit=form.page_size)
     ctx = {"form": form, "page": p, "nav": "memories",
-           "next_qs": _querystring(request, after=p.next_after) if p.next_after else ""}
+           "next_qs": querystring(request, after=p.next_after) if p.next_after else ""}
     if is_htmx(request) and request.GET.get("partial") == "rows":
         return render(request, "frontend/partials/node_rows.html", ctx)
     return page(request, "frontend/memories.html", ctx)
