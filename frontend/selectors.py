@@ -173,6 +173,30 @@ def lineage(*, actor: Actor, node: Node, edges: list[EdgeRow]) -> dict:
             "derived_from": derived_from, "derived_into": derived_into}
 
 
+def node_conflicts(*, actor: Actor, node: Node) -> list[dict]:
+    """Conflicts this node is part of whose other node the actor may see (newest first)."""
+    from reflection.models import Conflict
+
+    rows = list(Conflict.objects.filter(org=actor.org).filter(Q(node_a_id=node.id) | Q(node_b_id=node.id))
+                .order_by("-id").values("id", "node_a_id", "node_b_id", "status", "reason")[:DRAWER_MAX_EDGES])
+    others = {r["node_b_id"] if r["node_a_id"] == node.id else r["node_a_id"] for r in rows}
+    texts = dict(visible_nodes(actor=actor).filter(id__in=others).values_list("id", "text"))
+    out = []
+    for r in rows:
+        other = r["node_b_id"] if r["node_a_id"] == node.id else r["node_a_id"]
+        if other in texts:
+            out.append({"id": r["id"], "status": r["status"], "reason": r["reason"], "other_id": other,
+                        "other_text": texts[other][:140]})
+    return out
+
+
+def node_versions(*, node: Node, edges: list[EdgeRow]) -> dict:
+    """The supersede chain around a node: what it replaced and what replaced it (visible ends only)."""
+    return {"replaces": [e for e in edges if e.kind == EdgeKind.SUPERSEDES and e.direction == "out"],
+            "replaced_by": [e for e in edges if e.kind == EdgeKind.SUPERSEDES and e.direction == "in"],
+            "valid_to": node.valid_to}
+
+
 # --- graph ----------------------------------------------------------------------------------------
 
 

@@ -70,6 +70,8 @@ def node_drawer(request, node_id: int):
         "edges": edges,
         "hidden_edges": hidden_edges,
         "lineage": selectors.lineage(actor=actor, node=node, edges=edges),
+        "conflicts": selectors.node_conflicts(actor=actor, node=node),
+        "versions": selectors.node_versions(node=node, edges=edges),
         "curve": charts.tension_curve(t0=node.t0, lam=node.lam, mentions=node.mentions, age_days=age_days),
         "age_days": round(age_days, 1),
         "can_delete": _can_write(actor, node),

@@ -65,3 +65,26 @@ def test_keep_both_and_refusals(world, login, conflict, hidden_conflict):
     # keep both
     assert login(a.member).post(f"/console/conflicts/{conflict.id}/resolve", {"action": "keep_both"}).status_code == 302
     assert Conflict.objects.get(id=conflict.id).status == "kept_both"
+
+
+def test_node_drawer_shows_conflicts_and_versions(world, login, conflict, hidden_conflict, mem):
+    a = world["a"]
+    member = login(a.member)
+    drawer = member.get(f"/console/memories/{mem.owner_org}/").content.decode()
+    conflicts = drawer.split('id="node-conflicts"')[1].split("</ul>")[0]
+    # the open conflict with a memory the member may read is listed with a way to resolve it ...
+    assert f"#{mem.agent_org}" in conflicts and f"#conflict-{conflict.id}" in conflicts
+    # ... the one with someone's private memory is not, and its text never shown
+    assert f"#{mem.owner_private}" not in conflicts and "salary review" not in drawer
+    assert "The current and only version." in drawer
+
+    r = login(a.owner).post(f"/console/conflicts/{conflict.id}/resolve",
+                            {"action": "supersede", "keep": str(mem.agent_org)})
+    assert r.status_code == 302
+    older = member.get(f"/console/memories/{mem.owner_org}/").content.decode()
+    versions = older.split('id="node-versions"')[1].split("</ul>")[0]
+    assert "Superseded on" in versions and "replaced by" in versions and f"#{mem.agent_org}" in versions
+    newer = member.get(f"/console/memories/{mem.agent_org}/").content.decode()
+    versions = newer.split('id="node-versions"')[1].split("</ul>")[0]
+    assert "replaces" in versions and f"#{mem.owner_org}" in versions
+    assert "superseded" in newer.split('id="node-conflicts"')[1].split("</ul>")[0]
