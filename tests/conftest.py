@@ -165,3 +165,24 @@ def celery_worker_process(django_db_setup, django_db_blocker):
     except subprocess.TimeoutExpired:
         _signal_group(handle["proc"], signal.SIGKILL)
     log.close()
+
+
+@pytest.fixture(autouse=True)
+def _worker_idle_before_flush(request):
+    """Tests with the real worker end only when it has no task running, reserved or scheduled.
+
+    The worker outlives each test (session scope); a task still in a transaction (a retry with
+    back-off after an outage, say) deadlocks the TRUNCATE that resets the database after the test.
+    This fixture is set up after the database one, so its teardown runs before that flush."""
+    yield
+    if "celery_worker_process" not in request.fixturenames:
+        return
+    from nylon_project.celery import app
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        insp = app.control.inspect(timeout=1.0)
+        busy = [insp.active() or {}, insp.reserved() or {}, insp.scheduled() or {}]
+        if not any(tasks for state in busy for tasks in state.values()):
+            return
+        time.sleep(0.5)
