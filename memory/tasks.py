@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from nylon_project.celery import TRANSIENT_RETRY
+
 
 @shared_task(acks_late=True, name="memory.warm_cache")
 def warm_cache(org_id: int) -> dict:
@@ -17,8 +19,7 @@ def warm_cache(org_id: int) -> dict:
     return {**index.stats(), "watermark": int(index.watermark)}
 
 
-@shared_task(acks_late=True, name="memory.reembed_missing", autoretry_for=(ConnectionError,),
-             retry_backoff=True, max_retries=5)
+@shared_task(acks_late=True, name="memory.reembed_missing", **TRANSIENT_RETRY)
 def reembed_missing(org_id: int | None = None, batch: int = 256) -> int:
     """Embed nodes written while the embedder was down. Idempotent: only rows still missing."""
     from .services import reembed_missing as run
@@ -26,7 +27,7 @@ def reembed_missing(org_id: int | None = None, batch: int = 256) -> int:
     return run(org_id=org_id, batch=batch)
 
 
-@shared_task(acks_late=True, name="memory.enrich_batch", ignore_result=True)
+@shared_task(acks_late=True, name="memory.enrich_batch", ignore_result=True, **TRANSIENT_RETRY)
 def enrich_batch(batch_id: int) -> dict:
     """The work a bulk ingest deferred (vectors, entity/similarity edges, conflict checks).
     Idempotent: missing vectors only, unique edges, the batch marked done last."""

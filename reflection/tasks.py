@@ -7,15 +7,10 @@ import socket
 
 from celery import shared_task
 from celery.signals import worker_ready
-from django.db import InterfaceError, OperationalError
+
+from nylon_project.celery import TRANSIENT_RETRY
 
 log = logging.getLogger("nylon.reflection")
-
-# A database outage (Postgres restart, failover) must not lose the work: the task is retried with
-# back-off (1, 2, 4 … 30 s, jittered) instead of failing for good. Retrying is safe because every
-# task is idempotent; abstraction would also be re-found by the tick, conflict checks would not.
-DB_RETRY = {"autoretry_for": (OperationalError, InterfaceError), "retry_backoff": 1, "retry_backoff_max": 30,
-            "retry_jitter": True, "max_retries": 20}
 
 
 @shared_task(acks_late=True, name="reflection.probe")
@@ -48,7 +43,7 @@ def _probe_on_start(sender=None, **kwargs) -> None:
         log.warning("llm probe not enqueued: %s", exc)
 
 
-@shared_task(acks_late=True, name="reflection.abstract_session", ignore_result=True, **DB_RETRY)
+@shared_task(acks_late=True, name="reflection.abstract_session", ignore_result=True, **TRANSIENT_RETRY)
 def abstract_session(session_id: int) -> dict:
     """Leaves → facts for an ended session. Idempotent: keyed by the session (see services)."""
     from . import services
@@ -56,7 +51,7 @@ def abstract_session(session_id: int) -> dict:
     return services.abstract_session(session_id=session_id)
 
 
-@shared_task(acks_late=True, name="reflection.reflect_session", ignore_result=True, **DB_RETRY)
+@shared_task(acks_late=True, name="reflection.reflect_session", ignore_result=True, **TRANSIENT_RETRY)
 def reflect_session(session_id: int) -> dict:
     """Facts → 1-3 commonsense bridges once the owner is idle. Idempotent per session."""
     from . import services
@@ -64,7 +59,7 @@ def reflect_session(session_id: int) -> dict:
     return services.reflect_session(session_id=session_id)
 
 
-@shared_task(acks_late=True, name="reflection.detect_conflicts", ignore_result=True, **DB_RETRY)
+@shared_task(acks_late=True, name="reflection.detect_conflicts", ignore_result=True, **TRANSIENT_RETRY)
 def detect_conflicts(org_id: int, node_ids: list[int]) -> int:
     """Contradictions between new nodes and their nearest same-owner neighbours. Idempotent: one
     conflict per unordered node pair."""
