@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import NamedTuple
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -625,7 +626,15 @@ def enrich_batch(*, batch_id: int) -> dict:
     batch = IngestBatch.objects.filter(pk=batch_id).first()
     if batch is None or batch.status == IngestBatch.Status.DONE:
         return {"batch": batch_id, "status": batch.status if batch else "missing"}
-    IngestBatch.objects.filter(pk=batch_id).update(attempts=F("attempts") + 1, tried_at=timezone.now())
+    # Claim it: a run still working on it (its lease refreshed per chunk) makes a duplicate send
+    # from the beat a no-op instead of embedding and queueing conflict checks twice.
+    now = timezone.now()
+    lease = now - timedelta(seconds=settings.NYLON_INGEST_RETRY_SECS)
+    claimed = (IngestBatch.objects.filter(pk=batch_id).exclude(status=IngestBatch.Status.DONE)
+               .filter(Q(tried_at__isnull=True) | Q(tried_at__lt=lease) | Q(status=IngestBatch.Status.FAILED))
+               .update(attempts=F("attempts") + 1, tried_at=now, status=IngestBatch.Status.PENDING))
+    if not claimed:
+        return {"batch": batch_id, "status": "running elsewhere"}
     ids = sorted(batch.node_ids)
     try:
         if batch.embed_pending:
@@ -648,6 +657,7 @@ def enrich_batch(*, batch_id: int) -> dict:
                                      ignore_conflicts=True)
             edges += len(links)
             hooks.after_weave(org_id=batch.org_id, node_ids=[n[0] for n in nodes])
+            IngestBatch.objects.filter(pk=batch_id).update(tried_at=timezone.now())  # lease
     except Exception as exc:
         IngestBatch.objects.filter(pk=batch_id).update(status=IngestBatch.Status.FAILED,
                                                        error=f"{type(exc).__name__}: {exc}"[:500])

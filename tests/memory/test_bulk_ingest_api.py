@@ -319,7 +319,7 @@ def test_the_batch_links_entities_and_neighbours_afterwards(world, client_for):
     assert c.get(f"{URL}/{body['batch_id']}").json()["status"] == "done"
     edges = Edge.objects.count()
     assert services.enrich_batch(batch_id=body["batch_id"])["status"] == "done"  # idempotent
-    IngestBatch.objects.filter(id=body["batch_id"]).update(status="pending")
+    IngestBatch.objects.filter(id=body["batch_id"]).update(status="pending", tried_at=None)  # re-run for real
     services.enrich_batch(batch_id=body["batch_id"])
     assert Edge.objects.count() == edges
 
@@ -413,3 +413,15 @@ def test_a_naive_time_is_stored_in_the_default_zone_as_the_orm_would(world):
     result = services.bulk_ingest(actor=actor, sessions=[services.SessionIn(session_key="n", turns=[turn])],
                                   embed=False)
     assert Node.objects.get(id=result.node_ids[0]).occurred_at == timezone.make_aware(datetime(2023, 5, 8, 13, 56))
+
+
+def test_a_batch_being_enriched_is_not_enriched_twice(world, client_for):
+    c = client_for(world["a"].key)
+    body = _bulk(c, [TRIP]).json()
+    # another run holds the lease (tried moments ago, not failed): a duplicate send does nothing
+    IngestBatch.objects.filter(id=body["batch_id"]).update(tried_at=timezone.now())
+    assert services.enrich_batch(batch_id=body["batch_id"])["status"] == "running elsewhere"
+    assert IngestBatch.objects.get(id=body["batch_id"]).attempts == 0
+    # once the lease is older than NYLON_INGEST_RETRY_SECS, the beat's send takes it over
+    IngestBatch.objects.filter(id=body["batch_id"]).update(tried_at=timezone.now() - timedelta(hours=1))
+    assert services.enrich_batch(batch_id=body["batch_id"])["status"] == "done"
