@@ -93,6 +93,9 @@ CACHES = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": os.environ.get("NYLON_CACHE_PREFIX", "nylon"),
+        # Bounded waits: the per-key rate limit fails open when Redis is down, which only helps if
+        # a hung or blackholed Redis is noticed quickly too (redis-py waits forever by default).
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
     }
 }
 
