@@ -67,16 +67,10 @@ def restricted_node_q(actor: Actor) -> Q:
     return Q(visibility=Visibility.RESTRICTED) & (_owner_q(actor) | Q(id__in=granted))
 
 
-def restricted_node_ids(actor: Actor) -> list[int]:
-    """Engine: the restricted node ids this actor may read, for ``TenantIndex.visibility_mask``."""
-    qs = Node.objects.filter(org=actor.org, deleted_at__isnull=True).filter(restricted_node_q(actor))
-    return list(qs.values_list("id", flat=True))
-
-
 def granted_node_ids(actor: Actor) -> list[int]:
     """Engine: ids of the nodes an ACL entry grants this actor. With the owner's own restricted
-    nodes (which the engine index knows) this is ``restricted_node_ids`` without scanning the
-    node table: the grant table's (org, object_type) index answers it."""
+    nodes (which the engine index knows) these are the restricted nodes the actor reads (the SQL
+    rule is ``restricted_node_q``), without scanning the node table."""
     return list(grants_for(actor, ObjectType.NODE).values_list("object_id", flat=True))
 
 

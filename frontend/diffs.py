@@ -41,7 +41,7 @@ class VersionDiff:
 
     @property
     def changed(self) -> bool:
-        return bool(self.side_by_side)
+        return bool(self.side_by_side) or any(line.kind in ("add", "del") for line in self.unified)
 
 
 def version_lines(v) -> list[str]:
@@ -99,11 +99,14 @@ def unified(a: list[str], b: list[str], *, from_label: str, to_label: str,
     return out
 
 
-def diff_versions(old, new) -> VersionDiff:
+def diff_versions(old, new, *, view: str | None = None) -> VersionDiff:
+    """``view`` "split" or "unified" computes only that one (the page shows one); None both."""
     a, b = version_lines(old), version_lines(new)
     truncated = len(a) > MAX_LINES or len(b) > MAX_LINES
     a, b = a[:MAX_LINES], b[:MAX_LINES]
     return VersionDiff(
-        from_version=old.version, to_version=new.version, side_by_side=side_by_side(a, b),
-        unified=unified(a, b, from_label=f"v{old.version}", to_label=f"v{new.version}"), truncated=truncated,
+        from_version=old.version, to_version=new.version,
+        side_by_side=side_by_side(a, b) if view != "unified" else [],
+        unified=unified(a, b, from_label=f"v{old.version}", to_label=f"v{new.version}") if view != "split" else [],
+        truncated=truncated,
     )

@@ -174,19 +174,16 @@ def lineage(*, actor: Actor, node: Node, edges: list[EdgeRow]) -> dict:
 
 
 def node_conflicts(*, actor: Actor, node: Node) -> list[dict]:
-    """Conflicts this node is part of whose other node the actor may see (newest first)."""
-    from reflection.models import Conflict
+    """Conflicts this node is part of, by the queue's and the API's rule (both nodes readable)."""
+    from reflection.conflicts import visible_conflicts
 
-    rows = list(Conflict.objects.filter(org=actor.org).filter(Q(node_a_id=node.id) | Q(node_b_id=node.id))
-                .order_by("-id").values("id", "node_a_id", "node_b_id", "status", "reason")[:DRAWER_MAX_EDGES])
-    others = {r["node_b_id"] if r["node_a_id"] == node.id else r["node_a_id"] for r in rows}
-    texts = dict(visible_nodes(actor=actor).filter(id__in=others).values_list("id", "text"))
+    rows = (visible_conflicts(actor=actor).filter(Q(node_a_id=node.id) | Q(node_b_id=node.id))
+            .order_by("-id")[:DRAWER_MAX_EDGES])
     out = []
-    for r in rows:
-        other = r["node_b_id"] if r["node_a_id"] == node.id else r["node_a_id"]
-        if other in texts:
-            out.append({"id": r["id"], "status": r["status"], "reason": r["reason"], "other_id": other,
-                        "other_text": texts[other][:140]})
+    for c in rows:
+        other = c.node_b if c.node_a_id == node.id else c.node_a
+        out.append({"id": c.id, "status": c.status, "reason": c.reason, "other_id": other.id,
+                    "other_text": other.text[:140]})
     return out
 
 

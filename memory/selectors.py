@@ -75,8 +75,8 @@ def resonate_for(
         result = resonate_sql(visible_nodes(actor=actor), query=query, query_vec=query_vec, params=params,
                               now_days=now_days())
     else:
-        # Restricted nodes: granted ones from the ACL table, own ones from the index (the SQL twin,
-        # assets.access.restricted_node_ids, scans the org's nodes: ~0.3 s at 100k).
+        # Restricted nodes: granted ones from the ACL table, own ones from the index (selecting them
+        # with assets.access.restricted_node_q scans the org's nodes: ~0.3 s at 100k).
         granted = granted_node_ids(actor) if index.has_scope(Scope.RESTRICTED) else []
         with get_cache().reading(actor.org.id):  # no concurrent catch-up appends to it meanwhile
             restricted = np.concatenate((np.asarray(granted, dtype=np.int64),

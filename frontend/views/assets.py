@@ -117,7 +117,11 @@ def _diff(request, asset: Asset):
     if old < 1 or new < 1 or old == new:
         return None
     pair = selectors.asset_version_pair(actor=request.actor, asset=asset, old=old, new=new)
-    return diffs.diff_versions(*pair) if pair else None
+    return diffs.diff_versions(*pair, view=_diff_view(request)) if pair else None
+
+
+def _diff_view(request) -> str:
+    return "unified" if request.GET.get("view") == "unified" else "split"
 
 
 def _detail(request, asset: Asset, *, status: int = 200, **forms):
@@ -135,7 +139,7 @@ def _detail(request, asset: Asset, *, status: int = 200, **forms):
         "statuses": AssetStatus.choices,
         "versions": selectors.asset_versions(actor=actor, asset=asset),
         "diff": _diff(request, asset),
-        "diff_view": "unified" if request.GET.get("view") == "unified" else "split",
+        "diff_view": _diff_view(request),
         "nodes": nodes,
         "hidden_nodes": len(set(asset.node_ids)) - len(nodes),
         "bindings": selectors.asset_bindings(actor=actor, asset=asset),
