@@ -179,10 +179,15 @@ def _worker_idle_before_flush(request):
         return
     from nylon_project.celery import app
 
+    handle = request.getfixturevalue("celery_worker_process")
+    # Ask this suite's worker only (other workers may share the Redis), and only as long as it answers.
+    insp = app.control.inspect(destination=[f"{handle['queue']}@{os.uname().nodename}"], timeout=1.0, limit=1)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        insp = app.control.inspect(timeout=1.0)
+        if handle["proc"].poll() is not None:  # a test killed it: nothing can be in flight
+            return
         busy = [insp.active() or {}, insp.reserved() or {}, insp.scheduled() or {}]
         if not any(tasks for state in busy for tasks in state.values()):
             return
         time.sleep(0.5)
+    pytest.fail("the test worker still had tasks in flight 60 s after the test; the database reset would deadlock")
