@@ -166,10 +166,8 @@ class AssetTransitionApi(Api):
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         d = s.validated_data
-        approving = d["to"] == AssetStatus.APPROVED
-        rejecting = d["to"] == AssetStatus.DRAFT
-        asset = access.access_asset_by_id(request.actor, asset_id, for_write=not (approving or rejecting),
-                                          for_approval=approving, request_id=self.request_id())
+        asset = services.access_asset_for_transition(request.actor, asset_id, to=d["to"],
+                                                     request_id=self.request_id())
         asset = services.asset_transition(actor=request.actor, asset=asset, to=d["to"],
                                           expected_version=d["expected_version"], request_id=self.request_id())
         return Response(AssetOutput(asset).data)

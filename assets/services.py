@@ -184,18 +184,65 @@ def asset_promote(*, actor: Actor, asset: Asset, visibility: str, team: Team | N
     return asset
 
 
+# Who may make a legal move: approving needs an approver (``access.can_approve``), sending a
+# candidate back to draft its owner or an approver, every other move a writer of the asset.
+_APPROVE, _REJECT, _WRITE = "approve", "reject", "write"
+_TRANSITION_REFUSALS = {
+    _APPROVE: "Only a team admin of the target team or an org admin may approve this asset.",
+    _REJECT: "Only the owner or an approver may send a candidate back to draft.",
+    _WRITE: "You may not change the lifecycle of this asset.",
+}
+
+
+def _transition_right(to: str) -> str:
+    # Keyed on the target alone: draft is reachable only from candidate (TRANSITIONS), so a move
+    # to draft is always the rejection, and the API can pick its access check before loading.
+    if to == AssetStatus.APPROVED:
+        return _APPROVE
+    if to == AssetStatus.DRAFT:
+        return _REJECT
+    return _WRITE
+
+
+def transition_allowed(*, actor: Actor, asset: Asset, to: str) -> bool:
+    """May ``actor`` move ``asset`` (which it can read) to ``to`` now? The one lifecycle rule:
+    ``asset_transition`` refuses every move this refuses, and the console offers exactly the moves
+    it allows."""
+    if to not in TRANSITIONS.get(asset.status, set()):
+        return False
+    right = _transition_right(to)
+    if right == _APPROVE:
+        return access.can_approve(actor, asset)[0]
+    if right == _REJECT:
+        return access._owns(actor, asset) or access.can_approve(actor, asset)[0]
+    return access._writable(actor, asset, ObjectType.ASSET)[0]
+
+
+def allowed_transitions(*, actor: Actor, asset: Asset) -> list[str]:
+    """The moves ``transition_allowed`` lets this actor make, in lifecycle order."""
+    return [to for to in AssetStatus.values if transition_allowed(actor=actor, asset=asset, to=to)]
+
+
+def access_asset_for_transition(actor: Actor, asset_id: int, *, to: str, request_id: str = "") -> Asset:
+    """The access check of a transition request (API and console), audited like any access: an
+    approval needs an approver, a rejection only a reader (the service then wants the owner or an
+    approver), any other move a writer."""
+    right = _transition_right(to)
+    return access.access_asset_by_id(actor, asset_id, for_write=right == _WRITE, for_approval=right == _APPROVE,
+                                     request_id=request_id)
+
+
 @transaction.atomic
 def asset_transition(*, actor: Actor, asset: Asset, to: str, expected_version: int | None = None,
                      request_id: str = "") -> Asset:
     asset = _lock(asset, expected_version)
     if to not in TRANSITIONS.get(asset.status, set()):
         raise ValidationError({"to": [f"Illegal transition {asset.status} → {to}."]})
+    if not transition_allowed(actor=actor, asset=asset, to=to):
+        raise PermissionDenied(_TRANSITION_REFUSALS[_transition_right(to)])
     frm = asset.status
     detail: dict = {"from": frm, "to": to}
     if to == AssetStatus.APPROVED:
-        ok, reason = access.can_approve(actor, asset)
-        if not ok:
-            raise PermissionDenied("Only a team admin of the target team or an org admin may approve this asset.")
         if asset.promotion:
             detail["promotion"] = asset.promotion
             asset.visibility = asset.promotion["visibility"]
@@ -205,16 +252,9 @@ def asset_transition(*, actor: Actor, asset: Asset, to: str, expected_version: i
         asset.approved_by = actor.user
         asset.approved_at = timezone.now()
         detail["approver"] = actor.label
-    elif frm == AssetStatus.CANDIDATE and to == AssetStatus.DRAFT:
-        if not (access._owns(actor, asset) or access.can_approve(actor, asset)[0]):
-            raise PermissionDenied("Only the owner or an approver may send a candidate back to draft.")
-        if asset.promotion:
-            detail["rejected_promotion"] = asset.promotion
-            asset.promotion = {}
-    else:
-        ok, _ = access._writable(actor, asset, ObjectType.ASSET)
-        if not ok:
-            raise PermissionDenied("You may not change the lifecycle of this asset.")
+    elif to == AssetStatus.DRAFT and asset.promotion:
+        detail["rejected_promotion"] = asset.promotion
+        asset.promotion = {}
     asset.status = to
     asset.save()
     audit.record(actor=actor, action="asset.transition", object_type="asset", object_id=asset.id,

@@ -85,23 +85,12 @@ def _hints(actor, asset: Asset) -> dict:
     the services, so a wrong hint shows a button that is then refused, never a bypass."""
     owns = asset_access._owns(actor, asset)
     writable = asset_access._writable(actor, asset, ObjectType.ASSET)[0]
-    approver = asset_access.can_approve(actor, asset)[0]
-    offered = []
-    for to in services.TRANSITIONS.get(asset.status, ()):
-        if to == AssetStatus.APPROVED:
-            ok = approver
-        elif asset.status == AssetStatus.CANDIDATE and to == AssetStatus.DRAFT:
-            ok = owns or approver
-        else:
-            ok = writable
-        if ok:
-            offered.append((to, TRANSITION_LABELS.get(to, to)))
-    offered.sort(key=lambda t: list(AssetStatus.values).index(t[0]))
     return {
         "owns": owns,
         "can_write": writable,
         "can_edit": writable and asset.status in services.EDITABLE_STATUSES,
-        "transitions": offered,
+        "transitions": [(to, TRANSITION_LABELS.get(to, to))
+                        for to in services.allowed_transitions(actor=actor, asset=asset)],
         "can_manage_acl": owns or actor.is_org_admin,
         "can_bind": bool(actor.is_org_admin or actor.team_admin_ids),
     }
@@ -195,9 +184,7 @@ def _asset_post(request, asset_id: int):
             messages.error(request, _("Unknown lifecycle state."))
             return back
         to = form.cleaned_data["to"]
-        approving, rejecting = to == AssetStatus.APPROVED, to == AssetStatus.DRAFT
-        asset = asset_access.access_asset_by_id(actor, asset_id, for_write=not (approving or rejecting),
-                                                for_approval=approving, request_id=rid)
+        asset = services.access_asset_for_transition(actor, asset_id, to=to, request_id=rid)
         asset = services.asset_transition(actor=actor, asset=asset, to=to,
                                           expected_version=form.cleaned_data["expected_version"], request_id=rid)
         messages.success(request, _("The asset is now %(status)s.") % {"status": asset.get_status_display()})
