@@ -86,17 +86,24 @@ class Page:
     next_after: int | None
 
 
-def node_page(*, actor: Actor, f: NodeFilters, after: int | None, limit: int = PAGE_SIZE) -> Page:
-    """Keyset pagination on id (newest first): one indexed range scan of ``limit + 1`` rows."""
+# The console pages by a plain ``after=<id>`` in its own links and forms; the API's opaque DRF
+# cursor (``nylon_project.pagination.CursorPage``) is for clients, so the two stay separate.
+def keyset_page(qs: QuerySet, *, after: int | None, limit: int = PAGE_SIZE) -> Page:
+    """Keyset pagination on id, newest first: one indexed range scan of ``limit + 1`` rows (the
+    extra row says whether there is a next page)."""
     limit = max(1, min(limit, MAX_PAGE_SIZE))
-    qs = filtered_nodes(actor=actor, f=f)
     if after is not None:
         qs = qs.filter(id__lt=after)
-    rows = list(qs.only(*LIST_COLUMNS).order_by("-id")[: limit + 1])
+    rows = list(qs.order_by("-id")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    attach_owner_labels(actor=actor, nodes=rows)
     return Page(rows=rows, next_after=rows[-1].id if more and rows else None)
+
+
+def node_page(*, actor: Actor, f: NodeFilters, after: int | None, limit: int = PAGE_SIZE) -> Page:
+    p = keyset_page(filtered_nodes(actor=actor, f=f).only(*LIST_COLUMNS), after=after, limit=limit)
+    attach_owner_labels(actor=actor, nodes=p.rows)
+    return p
 
 
 def attach_owner_labels(*, actor: Actor, nodes) -> None:
@@ -305,12 +312,7 @@ def audit_page(*, actor: Actor, action: str = "", actor_label: str = "", object_
         qs = qs.filter(created_at__gte=since)
     if until is not None:
         qs = qs.filter(created_at__lt=until)
-    if after is not None:
-        qs = qs.filter(id__lt=after)
-    rows = list(qs.order_by("-id")[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(rows=rows, next_after=rows[-1].id if more and rows else None)
+    return keyset_page(qs, after=after, limit=limit)
 
 
 # --- assets ---------------------------------------------------------------------------------------
@@ -356,16 +358,10 @@ def filtered_assets(*, actor: Actor, f: AssetFilters) -> QuerySet:
 
 
 def asset_page(*, actor: Actor, f: AssetFilters, after: int | None, limit: int = PAGE_SIZE) -> Page:
-    """Keyset pagination on id, newest first (the ``asset_org_recent`` index): ``limit + 1`` rows."""
-    limit = max(1, min(limit, MAX_PAGE_SIZE))
-    qs = filtered_assets(actor=actor, f=f)
-    if after is not None:
-        qs = qs.filter(id__lt=after)
-    rows = list(qs.only(*ASSET_LIST_COLUMNS).order_by("-id")[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    attach_owner_labels(actor=actor, nodes=rows)
-    return Page(rows=rows, next_after=rows[-1].id if more and rows else None)
+    """Served by the ``asset_org_recent`` index."""
+    p = keyset_page(filtered_assets(actor=actor, f=f).only(*ASSET_LIST_COLUMNS), after=after, limit=limit)
+    attach_owner_labels(actor=actor, nodes=p.rows)
+    return p
 
 
 def assets_awaiting_approval(*, actor: Actor, limit: int = 20) -> list:

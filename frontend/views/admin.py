@@ -29,7 +29,7 @@ from ..forms import (
     TeamForm,
     TeamMemberForm,
 )
-from .base import page
+from .base import next_page_qs, page
 
 # --- teams ----------------------------------------------------------------------------------------
 
@@ -208,8 +208,5 @@ def audit(request):
         object_type=d.get("object_type", ""), object_id=d.get("object_id", ""), outcome=d.get("outcome", ""),
         since=_day(d.get("since")), until=until + timedelta(days=1) if until else None, after=d.get("after"),
     )
-    q = request.GET.copy()
-    if p.next_after:
-        q["after"] = str(p.next_after)
     return page(request, "frontend/audit.html", {"form": form, "page": p, "nav": "audit",
-                                                 "next_qs": q.urlencode() if p.next_after else ""})
+                                                 "next_qs": next_page_qs(request, p)})

@@ -35,7 +35,7 @@ from ..forms import (
     BindingForm,
     GrantForm,
 )
-from .base import page, querystring
+from .base import next_page_qs, page
 
 TRANSITION_LABELS = {
     AssetStatus.CANDIDATE: gettext_lazy("Propose as candidate"),
@@ -69,7 +69,7 @@ def assets(request):
         form.is_valid()  # an unbound form has no cleaned_data; use the defaults
         form.cleaned_data = {}
     p = selectors.asset_page(actor=actor, f=form.filters(), after=form.after_id, limit=form.page_size)
-    ctx.update({"page": p, "next_qs": querystring(request, after=p.next_after) if p.next_after else ""})
+    ctx.update({"page": p, "next_qs": next_page_qs(request, p)})
     if is_htmx(request) and request.GET.get("partial") == "rows":
         return render(request, "frontend/partials/asset_rows.html", ctx)
     if form.after_id is None:  # the approval queue heads the first page only

@@ -28,6 +28,12 @@ def querystring(request, **changes) -> str:
     return q.urlencode()
 
 
+def next_page_qs(request, p) -> str:
+    """The query string of a keyset list's next page (``after`` = the page's last id), or "" on
+    the last page."""
+    return querystring(request, after=p.next_after) if p.next_after else ""
+
+
 def js_strings() -> dict[str, str]:
     """The console scripts' few strings, translated here and embedded in each page as JSON
     (``json_script``): no separate catalog request, and the scripts stay static files."""

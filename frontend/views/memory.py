@@ -20,7 +20,7 @@ from teams.selectors import team_list
 from .. import charts, selectors
 from ..console import console_view, is_htmx, request_id
 from ..forms import NodeFilterForm, ResonateForm
-from .base import page, querystring
+from .base import next_page_qs, page
 
 
 def _filter_form(request) -> NodeFilterForm:
@@ -40,7 +40,7 @@ def memory_browser(request):
         form.cleaned_data = {}
     p = selectors.node_page(actor=request.actor, f=form.filters(), after=form.after_id, limit=form.page_size)
     ctx = {"form": form, "page": p, "nav": "memories",
-           "next_qs": querystring(request, after=p.next_after) if p.next_after else ""}
+           "next_qs": next_page_qs(request, p)}
     if is_htmx(request) and request.GET.get("partial") == "rows":
         return render(request, "frontend/partials/node_rows.html", ctx)
     return page(request, "frontend/memories.html", ctx)

@@ -99,14 +99,14 @@ class _Undo(Exception):
     pass
 
 
-def _accepted(send, asset_id: int, to: str) -> bool:
-    """Whether the request moved the asset to ``to``; every write it made is rolled back, so the
-    next attempt starts from the same state."""
+def _accepted(client, url: str, data: dict, *, asset_id: int, to: str, **kwargs) -> bool:
+    """Whether POSTing ``data`` moved the asset to ``to``; every write the request made is rolled
+    back, so the next attempt starts from the same state."""
     if Asset.objects.get(id=asset_id).status == to:
         return False  # no state moves to itself; a refused request would look like success
     try:
         with transaction.atomic():
-            send()
+            client.post(url, data, **kwargs)
             raise _Undo(Asset.objects.get(id=asset_id).status == to)
     except _Undo as undo:
         return undo.args[0]
@@ -121,12 +121,10 @@ def test_the_console_offers_exactly_what_the_service_accepts(scenario, world, pe
         console, api = login(user), client_for(user)
         assert _offered(console, asset.id) == expected, (scenario, role)
         by_console = {to for to in AssetStatus.values if _accepted(
-            lambda to=to: console.post(f"/console/assets/{asset.id}/", {"op": "transition", "to": to,
-                                                                        "expected_version": asset.version}),
-            asset.id, to)}
+            console, f"/console/assets/{asset.id}/", {"op": "transition", "to": to, "expected_version": asset.version},
+            asset_id=asset.id, to=to)}
         by_api = {to for to in AssetStatus.values if _accepted(
-            lambda to=to: api.post(f"/api/v1/assets/{asset.id}/transition", {"to": to}, format="json"),
-            asset.id, to)}
+            api, f"/api/v1/assets/{asset.id}/transition", {"to": to}, asset_id=asset.id, to=to, format="json")}
         assert by_console == expected, (scenario, role)
         assert by_api == expected, (scenario, role)
 
