@@ -345,12 +345,42 @@ def grant_create(*, actor: Actor, obj, object_type: str, reason: str, grantee_ki
     return grant
 
 
+# A grantee has two spellings. Its key names it by ids (``user:7``, ``agent:3``, ``team:2:admin``):
+# stable, so the audit records it and the console's grant form sends it. Its label names it by
+# names (``user:ana``, ``agent:bot``, ``team:core (admin)``) for people to read.
+_KEY_PREFIX = {GranteeKind.USER: "user", GranteeKind.AGENT: "agent", GranteeKind.TEAM_ROLE: "team"}
+
+
+def grantee_key(kind: str, grantee_id: int, team_role: str = "") -> str:
+    key = f"{_KEY_PREFIX[kind]}:{grantee_id}"
+    return f"{key}:{team_role}" if kind == GranteeKind.TEAM_ROLE else key
+
+
+def grantee_label(kind: str, name: str, team_role: str = "") -> str:
+    label = f"{_KEY_PREFIX[kind]}:{name}"
+    return f"{label} ({team_role})" if kind == GranteeKind.TEAM_ROLE else label
+
+
+def parse_grantee_key(key: str) -> dict | None:
+    """A ``grantee_key`` as the keyword arguments of ``grant_create``; None if it is not one."""
+    parts = key.split(":")
+    try:
+        if parts[0] == "user" and len(parts) == 2:
+            return {"grantee_kind": GranteeKind.USER, "user_id": int(parts[1])}
+        if parts[0] == "agent" and len(parts) == 2:
+            return {"grantee_kind": GranteeKind.AGENT, "agent_id": int(parts[1])}
+        if parts[0] == "team" and len(parts) == 3 and parts[2] in ("member", "admin"):
+            return {"grantee_kind": GranteeKind.TEAM_ROLE, "team_id": int(parts[1]), "team_role": parts[2]}
+    except ValueError:
+        pass
+    return None
+
+
 def grant_label(g: AccessGrant) -> str:
-    if g.grantee_kind == GranteeKind.USER:
-        return f"user:{g.grantee_user_id}"
-    if g.grantee_kind == GranteeKind.AGENT:
-        return f"agent:{g.grantee_agent_id}"
-    return f"team:{g.grantee_team_id}:{g.grantee_team_role}"
+    """The grant's ``grantee_key`` (what the audit records)."""
+    grantee_id = {GranteeKind.USER: g.grantee_user_id, GranteeKind.AGENT: g.grantee_agent_id}.get(
+        g.grantee_kind, g.grantee_team_id)
+    return grantee_key(g.grantee_kind, grantee_id, g.grantee_team_role)
 
 
 def grant_get_for_admin(actor: Actor, grant_id: int, *, request_id: str = "") -> AccessGrant:

@@ -223,17 +223,12 @@ class GrantForm(forms.Form):
         self.fields["grantee"].widget = forms.Select(choices=list(grantees))
 
     def clean_grantee(self) -> dict:
-        parts = self.cleaned_data["grantee"].split(":")
-        try:
-            if parts[0] == "user" and len(parts) == 2:
-                return {"grantee_kind": "user", "user_id": int(parts[1])}
-            if parts[0] == "agent" and len(parts) == 2:
-                return {"grantee_kind": "agent", "agent_id": int(parts[1])}
-            if parts[0] == "team" and len(parts) == 3 and parts[2] in ("member", "admin"):
-                return {"grantee_kind": "team_role", "team_id": int(parts[1]), "team_role": parts[2]}
-        except ValueError:
-            pass
-        raise forms.ValidationError(_("Unknown grantee."))
+        from assets.services import parse_grantee_key
+
+        grantee = parse_grantee_key(self.cleaned_data["grantee"])
+        if grantee is None:
+            raise forms.ValidationError(_("Unknown grantee."))
+        return grantee
 
     def clean_permission(self) -> str:
         return self.cleaned_data.get("permission") or Permission.READ  # the API's default too

@@ -413,6 +413,7 @@ def asset_grants(*, actor: Actor, asset) -> list[GrantRow]:
     """The ACL of one asset with readable grantee names. Callers have passed
     ``assets.services.acl_object_for_admin`` (owner or org admin), as the API's grant list does."""
     from assets.models import AccessGrant, GranteeKind, ObjectType
+    from assets.services import grantee_label
 
     grants = list(AccessGrant.objects.filter(org=actor.org, object_type=ObjectType.ASSET, object_id=asset.id)
                   .select_related("grantee_user", "grantee_agent", "grantee_team")
@@ -420,24 +421,31 @@ def asset_grants(*, actor: Actor, asset) -> list[GrantRow]:
     rows = []
     for g in grants:
         if g.grantee_kind == GranteeKind.USER:
-            label = f"user:{g.grantee_user.username}"
+            name = g.grantee_user.username
         elif g.grantee_kind == GranteeKind.AGENT:
-            label = f"agent:{g.grantee_agent.name}"
+            name = g.grantee_agent.name
         else:
-            label = f"team:{g.grantee_team.name} ({g.grantee_team_role})"
-        rows.append(GrantRow(id=g.id, grantee_kind=g.grantee_kind, label=label, permission=g.permission,
-                             granted_by_label=g.granted_by_label, created_at=g.created_at))
+            name = g.grantee_team.name
+        rows.append(GrantRow(id=g.id, grantee_kind=g.grantee_kind, label=grantee_label(g.grantee_kind, name,
+                                                                                       g.grantee_team_role),
+                             permission=g.permission, granted_by_label=g.granted_by_label, created_at=g.created_at))
     return rows
 
 
 def grantee_choices(*, actor: Actor) -> list[tuple[str, str]]:
-    """Everyone an ACL can name in this org: members, agents, and each team as two roles."""
+    """Everyone an ACL can name in this org: members, agents, and each team as two roles, as
+    (``grantee_key``, ``grantee_label``) pairs."""
+    from assets.models import GranteeKind
+    from assets.services import grantee_key, grantee_label
+
     users = get_user_model().objects.filter(memberships__org=actor.org).order_by("username").only("id", "username")
     agents = Agent.objects.filter(org=actor.org, is_active=True).order_by("name").only("id", "name")
     teams = Team.objects.filter(org=actor.org).order_by("name").only("id", "name")
-    return ([(f"user:{u.id}", f"user:{u.username}") for u in users]
-            + [(f"agent:{a.id}", f"agent:{a.name}") for a in agents]
-            + [(f"team:{t.id}:{role}", f"team:{t.name} ({role})") for t in teams for role in ("member", "admin")])
+    user, agent, team = GranteeKind.USER, GranteeKind.AGENT, GranteeKind.TEAM_ROLE
+    return ([(grantee_key(user, u.id), grantee_label(user, u.username)) for u in users]
+            + [(grantee_key(agent, a.id), grantee_label(agent, a.name)) for a in agents]
+            + [(grantee_key(team, t.id, role), grantee_label(team, t.name, role)) for t in teams
+               for role in ("member", "admin")])
 
 
 def _binding_admin(actor: Actor, agent) -> bool:
