@@ -40,3 +40,15 @@ def record(
         detail=detail or {},
         request_id=request_id,
     )
+
+
+def record_denial(*, actor, exc, action: str, object_type: str, url_kwargs: dict, request_id: str = "") -> None:
+    """A refusal that reached the API's or the console's error handling (raised deep in a service,
+    whose own transaction rolled back, or by ``teams.access``): recorded once, so not again when
+    the access module already recorded it (``exc.audited``). The object is the request's first
+    ``*_id`` URL argument."""
+    if actor is None or getattr(exc, "audited", False):
+        return
+    object_id = next((str(v) for k, v in url_kwargs.items() if k.endswith("_id")), "")
+    record(actor=actor, action=action[:64], object_type=object_type, object_id=object_id,
+           outcome=AuditEvent.Outcome.DENIED, reason=str(getattr(exc, "detail", exc)), request_id=request_id)

@@ -87,18 +87,11 @@ def console_view(fn):
 
 
 def _audit_denial(request, view_name: str, exc, kwargs: dict) -> None:
-    """The console twin of ``nylon_project.errors._audit_denial``: a refusal raised in a service
-    (whose own transaction rolled back) or by ``teams.access`` is recorded, unless the access
-    module already recorded it."""
-    if getattr(exc, "audited", False):
-        return
+    """The same record as a refusal through the API (``assets.audit.record_denial``)."""
     from assets import audit
-    from assets.models import AuditEvent
 
-    object_id = next((str(v) for k, v in kwargs.items() if k.endswith("_id")), "")
-    audit.record(actor=request.actor, action=f"{request.method.lower()}.console.{view_name}"[:64],
-                 object_type="console", object_id=object_id, outcome=AuditEvent.Outcome.DENIED,
-                 reason=str(exc.detail), request_id=request_id(request))
+    audit.record_denial(actor=request.actor, exc=exc, action=f"{request.method.lower()}.console.{view_name}",
+                        object_type="console", url_kwargs=kwargs, request_id=request_id(request))
 
 
 def request_id(request) -> str:

@@ -87,21 +87,15 @@ def exception_handler(exc, context):
 
 
 def _audit_denial(exc, context) -> None:
-    """Every refused action reaches the audit log, including refusals raised deep in a service
-    (whose own transaction rolled back), unless the access module already recorded it."""
+    """Every refused action reaches the audit log (``assets.audit.record_denial``)."""
     request = context.get("request")
-    actor = getattr(request, "actor", None)
-    if actor is None or getattr(exc, "audited", False):
+    if request is None:
         return
     from assets import audit
-    from assets.models import AuditEvent
 
-    view = context.get("view")
-    kwargs = context.get("kwargs") or {}
-    object_id = next((str(v) for k, v in kwargs.items() if k.endswith("_id")), "")
-    audit.record(actor=actor, action=f"{request.method.lower()}.{type(view).__name__}", object_type="api",
-                 object_id=object_id, outcome=AuditEvent.Outcome.DENIED, reason=str(getattr(exc, "detail", exc)),
-                 request_id=getattr(request._request, "request_id", ""))
+    audit.record_denial(actor=getattr(request, "actor", None), exc=exc,
+                        action=f"{request.method.lower()}.{type(context.get('view')).__name__}", object_type="api",
+                        url_kwargs=context.get("kwargs") or {}, request_id=getattr(request._request, "request_id", ""))
 
 
 def _api_error(request, status: int, code: str, message: str):
