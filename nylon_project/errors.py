@@ -79,9 +79,7 @@ def exception_handler(exc, context):
         code = getattr(exc, "default_code", "error")
         if isinstance(detail, exceptions.ErrorDetail):
             code = detail.code or code
-    body = {"error": {"code": code, "message": message, "fields": fields}}
-    if request is not None and hasattr(request, "request_id"):
-        body["request_id"] = request.request_id
+    body = error_body(code, message, fields=fields, request=request)
     headers = {k: v for k, v in response.items()}
     return Response(body, status=response.status_code, headers=headers)
 
@@ -98,13 +96,20 @@ def _audit_denial(exc, context) -> None:
                         url_kwargs=context.get("kwargs") or {}, request_id=getattr(request._request, "request_id", ""))
 
 
-def _api_error(request, status: int, code: str, message: str):
+def error_body(code: str, message: str, *, fields: dict | None = None, request=None) -> dict:
+    """The one error shape, with the request's id when it has one (``RequestIdMiddleware``)."""
+    body: dict = {"error": {"code": code, "message": message, "fields": fields or {}}}
+    request_id = getattr(request, "request_id", None)
+    if request_id:
+        body["request_id"] = request_id
+    return body
+
+
+def error_response(request, status: int, code: str, message: str):
+    """The error shape for answers built outside DRF: middleware, the proxy, URL-level 404/500."""
     from django.http import JsonResponse
 
-    body: dict = {"error": {"code": code, "message": message, "fields": {}}}
-    if getattr(request, "request_id", None):
-        body["request_id"] = request.request_id
-    return JsonResponse(body, status=status)
+    return JsonResponse(error_body(code, message, request=request), status=status)
 
 
 def not_found(request, exception=None):
@@ -112,7 +117,7 @@ def not_found(request, exception=None):
     SDK tells it from an object's 404: an older server lacking the endpoint), elsewhere Django's
     page."""
     if request.path.startswith("/api/"):
-        return _api_error(request, 404, "no_endpoint", "No such endpoint.")
+        return error_response(request, 404, "no_endpoint", "No such endpoint.")
     from django.views.defaults import page_not_found
 
     return page_not_found(request, exception)
@@ -121,7 +126,7 @@ def not_found(request, exception=None):
 def server_error(request):
     """An unhandled exception: under /api/ the one error shape (the traceback is only logged)."""
     if request.path.startswith("/api/"):
-        return _api_error(request, 500, "server_error", "Internal server error.")
+        return error_response(request, 500, "server_error", "Internal server error.")
     from django.views.defaults import server_error as page_server_error
 
     return page_server_error(request)

@@ -6,7 +6,8 @@ import re
 import uuid
 
 from django.conf import settings
-from django.http import JsonResponse
+
+from .errors import error_response
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -37,14 +38,5 @@ class BodySizeLimitMiddleware:
             size = -1
         limit = settings.NYLON_MAX_BODY_BYTES
         if size < 0 or size > limit:
-            return JsonResponse(
-                {
-                    "error": {
-                        "code": "payload_too_large",
-                        "message": f"Request body exceeds {limit} bytes.",
-                        "fields": {},
-                    }
-                },
-                status=413,
-            )
+            return error_response(request, 413, "payload_too_large", f"Request body exceeds {limit} bytes.")
         return self.get_response(request)

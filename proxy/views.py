@@ -23,6 +23,8 @@ from django.db import close_old_connections
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from nylon_project.errors import error_response
+
 from . import stats, writeback
 from .bundle import PROTOCOLS, Bundle, build_bundle, run_tool
 
@@ -80,9 +82,7 @@ def _log_failure(future) -> None:
 
 
 def _error(status: int, code: str, message: str, request) -> JsonResponse:
-    body = {"error": {"code": code, "message": message, "fields": {}},
-            "request_id": getattr(request, "request_id", "")}
-    return JsonResponse(body, status=status)
+    return error_response(request, status, code, message)
 
 
 class _AuthFailed(Exception):
