@@ -202,3 +202,22 @@ class IngestBatch(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["status", "created_at"], name="ingest_batch_status")]
+
+
+class Followup(models.Model):
+    """Post-commit work a write still owes — today the conflict check of the nodes it created (a
+    weave, a bulk batch's enrichment chunk, an abstraction's facts). Inserted in the write's own
+    transaction and deleted by the task once the work is done, so the table holds only unfinished
+    work. The message sent after commit is lost when the broker is down; the beat
+    (``memory.followup_sweep``) re-sends rows older than a grace period, so nothing depends on it."""
+
+    class Kind(models.TextChoices):
+        CONFLICTS = "conflicts"
+
+    org = models.ForeignKey("teams.Organization", on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.CONFLICTS)
+    node_ids = ArrayField(models.BigIntegerField(), default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Last re-send by the sweep (the first send, on commit, is not stamped: no extra write on the hot path).
+    sent_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.IntegerField(default=0)  # sweep re-sends that reached the broker

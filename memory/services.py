@@ -26,7 +26,17 @@ from teams.models import Team
 
 from .embedding import get_embedder
 from .engine.weave import EDGE_WEIGHTS, turn_text, weave_silks
-from .models import Edge, EdgeKind, IngestBatch, MemorySession, Node, NodeKind, SourceKind, Visibility
+from .models import (
+    Edge,
+    EdgeKind,
+    Followup,
+    IngestBatch,
+    MemorySession,
+    Node,
+    NodeKind,
+    SourceKind,
+    Visibility,
+)
 
 log = logging.getLogger("nylon.memory")
 
@@ -173,8 +183,9 @@ def _write_session(*, actor, turns, texts, vectors, session_key, visibility, tea
                      detail={"nodes": len(new_nodes), "edges": len(edges)}, request_id=request_id)
         events.publish(actor.org.id, "memory.woven", {"node_ids": [n.id for n in new_nodes][:50],
                                                       "session_key": session_key})
-        _after_commit(org_id=actor.org.id, node_ids=[n.id for n in new_nodes],
-                      ended_session_id=session.id if session is not None and end_session else None)
+        followup_create(org_id=actor.org.id, node_ids=[n.id for n in new_nodes])
+        if session is not None and end_session:
+            _after_commit(ended_session_id=session.id)
     return WeaveResult(node_ids=node_ids, event_ids=event_ids, created=len(new_nodes),
                        embedded=vectors is not None, session_key=session_key)
 
@@ -191,11 +202,25 @@ def _leaf_silks(t: TurnIn, occurred: datetime) -> dict:
     }
 
 
-def _after_commit(**kwargs) -> None:
-    """Background work (conflict detection, abstraction of an ended session) once committed."""
+def _after_commit(*, ended_session_id: int) -> None:
+    """Abstraction of an ended session once committed (durable without the message: the session is
+    PENDING, which the reflection tick re-finds)."""
     from reflection import hooks
 
-    transaction.on_commit(partial(hooks.after_weave, **kwargs), robust=True)
+    transaction.on_commit(partial(hooks.after_weave, ended_session_id=ended_session_id), robust=True)
+
+
+@transaction.atomic
+def followup_create(*, org_id: int, node_ids: Sequence[int]) -> Followup:
+    """Record, in the caller's transaction, that these new nodes still need their conflict check,
+    and send the check once that transaction commits. The row is the durable part: the task deletes
+    it when done, and ``enqueue_pending_followups`` re-sends it if the message never arrived."""
+    from reflection import hooks
+
+    followup = Followup.objects.create(org_id=org_id, kind=Followup.Kind.CONFLICTS, node_ids=list(node_ids))
+    transaction.on_commit(partial(hooks.send_followup, followup_id=followup.id, org_id=org_id,
+                                  node_ids=list(node_ids)), robust=True)
+    return followup
 
 
 def _edge(actor, src_id: int, dst_id: int, kind: str) -> Edge:
@@ -645,8 +670,6 @@ def enrich_batch(*, batch_id: int) -> dict:
         owner = (("owner_agent_id", batch.owner_agent_id) if batch.owner_agent_id else
                  ("owner_user_id", batch.owner_user_id))
         edges = 0
-        from reflection import hooks
-
         for start in range(0, len(ids), LINK_CHUNK):
             chunk = ids[start:start + LINK_CHUNK]
             nodes = [(nid, ents, has_vec) for nid, ents, has_vec in Node.objects.filter(
@@ -656,7 +679,8 @@ def enrich_batch(*, batch_id: int) -> dict:
                                            weight=EDGE_WEIGHTS[kind]) for src, dst, kind in links],
                                      ignore_conflicts=True)
             edges += len(links)
-            hooks.after_weave(org_id=batch.org_id, node_ids=[n[0] for n in nodes])
+            if nodes:
+                followup_create(org_id=batch.org_id, node_ids=[n[0] for n in nodes])
             IngestBatch.objects.filter(pk=batch_id).update(tried_at=timezone.now())  # lease
     except Exception as exc:
         IngestBatch.objects.filter(pk=batch_id).update(status=IngestBatch.Status.FAILED,
@@ -679,3 +703,43 @@ def enqueue_pending_batches(*, retry_after_secs: float = 300, max_attempts: int 
     for batch_id in due:
         hooks.after_bulk_ingest(batch_id=batch_id, ended_session_ids=[])
     return len(due)
+
+
+# --- post-commit follow-ups ----------------------------------------------------------------------
+
+FOLLOWUP_SWEEP_BATCH = 200
+FOLLOWUP_MAX_ATTEMPTS = 10
+
+
+def enqueue_pending_followups(*, grace_secs: float, batch: int = FOLLOWUP_SWEEP_BATCH,
+                              max_attempts: int = FOLLOWUP_MAX_ATTEMPTS) -> int:
+    """Beat: re-send follow-ups still pending ``grace_secs`` after their write (the send at commit
+    was lost: broker down, worker killed past its retries) or after their last re-send. Returns
+    how many reached the broker; those are stamped, the others stay due for the next run."""
+    from reflection import hooks
+
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=grace_secs)
+    # Never re-sent first, then the longest waiting, so rows that keep failing cannot starve the rest.
+    due = list(Followup.objects.filter(attempts__lt=max_attempts)
+               .filter(Q(sent_at__isnull=True, created_at__lt=cutoff) | Q(sent_at__lt=cutoff))
+               .order_by(F("sent_at").asc(nulls_first=True), "id")
+               .values_list("id", "org_id", "node_ids")[:batch])
+    sent = [fid for fid, org_id, node_ids in due
+            if hooks.send_followup(followup_id=fid, org_id=org_id, node_ids=node_ids)]
+    if sent:
+        Followup.objects.filter(id__in=sent).update(sent_at=now, attempts=F("attempts") + 1)
+        log.warning("re-sent %d post-commit follow-ups pending for over %ss", len(sent), grace_secs)
+    given_up = Followup.objects.filter(attempts__gte=max_attempts).count() if due else 0
+    if given_up:
+        log.error("%d post-commit follow-ups failed %d times and are no longer re-sent", given_up, max_attempts)
+    return len(sent)
+
+
+def followup_counts(*, org_id: int, grace_secs: float, max_attempts: int = FOLLOWUP_MAX_ATTEMPTS) -> dict:
+    """Unfinished follow-ups of an org: all, overdue (past the grace period: their message was lost
+    or their task keeps failing) and given up."""
+    cutoff = timezone.now() - timedelta(seconds=grace_secs)
+    qs = Followup.objects.filter(org_id=org_id)
+    return {"pending": qs.count(), "overdue": qs.filter(created_at__lt=cutoff).count(),
+            "given_up": qs.filter(attempts__gte=max_attempts).count()}

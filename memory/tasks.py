@@ -44,3 +44,13 @@ def ingest_sweep() -> int:
     from .services import enqueue_pending_batches
 
     return enqueue_pending_batches(retry_after_secs=settings.NYLON_INGEST_RETRY_SECS)
+
+
+@shared_task(acks_late=True, name="memory.followup_sweep", ignore_result=True)
+def followup_sweep() -> int:
+    """Beat: re-send post-commit follow-ups (conflict checks) still pending after the grace period."""
+    from nylon_project.celery import FOLLOWUP_GRACE_SECS
+
+    from .services import enqueue_pending_followups
+
+    return enqueue_pending_followups(grace_secs=FOLLOWUP_GRACE_SECS)

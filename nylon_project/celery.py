@@ -18,3 +18,14 @@ app.autodiscover_tasks()
 # because every task is idempotent (event ids, SessionWork, batches marked done last).
 TRANSIENT_RETRY = {"autoretry_for": (OperationalError, InterfaceError, ConnectionError), "retry_backoff": 1,
                    "retry_backoff_max": 30, "retry_jitter": True, "max_retries": 20}
+
+# Post-commit follow-ups (memory.Followup rows: conflict checks a write still owes) are re-sent by
+# the beat once this old. Longer than a healthy queue's delay, so the sweep re-sends only what was
+# lost (broker down at commit) or keeps failing, not work about to run anyway.
+FOLLOWUP_GRACE_SECS = float(os.environ.get("NYLON_FOLLOWUP_GRACE_SECS", 120))
+FOLLOWUP_SWEEP_SECS = float(os.environ.get("NYLON_FOLLOWUP_SWEEP_SECS", 60))
+
+
+@app.on_after_configure.connect
+def _followup_beat(sender, **kwargs) -> None:
+    sender.add_periodic_task(FOLLOWUP_SWEEP_SECS, sender.signature("memory.followup_sweep"), name="followup-sweep")

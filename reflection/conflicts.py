@@ -19,7 +19,7 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 
 from assets import audit
 from memory.engine.weave import EDGE_WEIGHTS
-from memory.models import Edge, EdgeKind, Node
+from memory.models import Edge, EdgeKind, Followup, Node
 from memory.selectors import visible_nodes
 from nylon_project import events
 from teams.models import Organization
@@ -99,6 +99,18 @@ def detect(*, org_id: int, node_ids: list[int]) -> int:
                     log.warning("conflict judge unavailable, rules used: %s", exc)
             if reason:
                 created += _store(org, a, b, reason, detector)
+    return created
+
+
+def detect_followup(*, followup_id: int) -> int:
+    """The conflict check a write recorded as owed (``memory.Followup``); the row is deleted once the
+    check has run, so a later delivery (a re-send by the sweep, a redelivery) finds it gone and does
+    nothing. Two deliveries at once both check, and the pair's unique constraint keeps one conflict."""
+    row = Followup.objects.filter(pk=followup_id).values_list("org_id", "node_ids").first()
+    if row is None:
+        return 0
+    created = detect(org_id=row[0], node_ids=row[1])
+    Followup.objects.filter(pk=followup_id).delete()
     return created
 
 

@@ -1,38 +1,53 @@
-"""Where memory writes hand over to background work. Called after commit; never fails a write
-(the beat re-finds anything that was not enqueued: sessions stay PENDING in Postgres)."""
+"""Where memory writes hand over to background work. Called after commit; never fails a write.
+Nothing here is the only copy of the work: follow-ups are rows in ``memory.Followup`` (re-sent by
+``memory.followup_sweep``), sessions stay PENDING in Postgres (re-found by ``reflection.tick``)
+and bulk batches stay unfinished (``memory.ingest_sweep``)."""
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
 
 from django.conf import settings
 from django.db import transaction
 
 log = logging.getLogger("nylon.reflection")
 
+# Enqueue failures in this process, by task name. Redis is the broker, so a failure usually means
+# Redis is down too: the count cannot live there; the durable view is the pending Followup rows.
+enqueue_failures: Counter[str] = Counter()
+_failures_lock = threading.Lock()
 
-def _send(task, *args) -> None:
+
+def _send(task, *args) -> bool:
+    """Enqueue; True when the broker took the message (or enqueuing is off in this process)."""
     if not settings.NYLON_ENQUEUE_TASKS:
-        return
+        return True
     try:
         task.delay(*args)
-    except Exception as exc:  # broker down: the beat tick retries from durable state
-        log.warning("could not enqueue %s%s: %s", task.name, args, exc)
+    except Exception as exc:  # broker down: the work is re-found from durable state by the beat
+        with _failures_lock:
+            enqueue_failures[task.name] += 1
+            failures = sum(enqueue_failures.values())
+        log.warning("could not enqueue %s%s (%d enqueue failures in this process; the beat re-sends it): %s",
+                    task.name, args, failures, exc)
+        return False
+    return True
 
 
-def after_weave(*, org_id: int, node_ids: list[int], ended_session_id: int | None = None) -> None:
-    from .tasks import abstract_session, detect_conflicts
-
-    if node_ids:
-        _send(detect_conflicts, org_id, list(node_ids))
-    if ended_session_id is not None:
-        _send(abstract_session, ended_session_id)
-
-
-def on_commit_detect(org_id: int, node_ids: list[int]) -> None:
+def send_followup(*, followup_id: int, org_id: int, node_ids: list[int]) -> bool:
+    """The conflict check a ``memory.Followup`` row stands for; the task deletes the row when done."""
     from .tasks import detect_conflicts
 
-    transaction.on_commit(lambda: _send(detect_conflicts, org_id, list(node_ids)), robust=True)
+    return _send(detect_conflicts, org_id, list(node_ids), followup_id)
+
+
+def after_weave(*, ended_session_id: int) -> None:
+    """Abstraction of the session a weave ended (its conflict check goes through ``send_followup``)."""
+    from .tasks import abstract_session
+
+    _send(abstract_session, ended_session_id)
 
 
 def enqueue_abstractions(session_ids: list[int]) -> None:

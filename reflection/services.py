@@ -207,9 +207,9 @@ def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: s
     if facts:
         events.publish(session.org_id, "memory.abstracted", {"session_key": session.key,
                                                              "node_ids": [f.id for f in facts][:50]})
-        from . import hooks
+        from memory.services import followup_create
 
-        hooks.on_commit_detect(session.org_id, [f.id for f in facts])
+        followup_create(org_id=session.org_id, node_ids=[f.id for f in facts])
     return {"status": "done", "facts": len(facts), "source": source}
 
 
@@ -420,6 +420,11 @@ def status_for(*, actor) -> dict:
     skipped = list(SessionWork.objects.filter(session__in=qs)
                    .exclude(reflection__in=[SessionWork.Reflection.DONE, SessionWork.Reflection.NONE])
                    .values("session__key", "reflection", "reflection_detail")[:20])
+    from memory.services import followup_counts
+    from nylon_project.celery import FOLLOWUP_GRACE_SECS
+
     return {"llm": llm.llm_state(actor.org), "sessions": counts, "failed": failed,
+            # org-wide: conflict checks still owed by committed writes (overdue: their message was lost)
+            "followups": followup_counts(org_id=actor.org.id, grace_secs=FOLLOWUP_GRACE_SECS),
             "reflection": [{"session_key": s["session__key"], "status": s["reflection"],
                             "detail": s["reflection_detail"]} for s in skipped]}

@@ -60,11 +60,14 @@ def reflect_session(session_id: int) -> dict:
 
 
 @shared_task(acks_late=True, name="reflection.detect_conflicts", ignore_result=True, **TRANSIENT_RETRY)
-def detect_conflicts(org_id: int, node_ids: list[int]) -> int:
+def detect_conflicts(org_id: int, node_ids: list[int], followup_id: int | None = None) -> int:
     """Contradictions between new nodes and their nearest same-owner neighbours. Idempotent: one
-    conflict per unordered node pair."""
+    conflict per unordered node pair. With a ``memory.Followup`` id (every send since the outbox),
+    that row decides: gone means done, and it is deleted once the check has run."""
     from . import conflicts
 
+    if followup_id is not None:
+        return conflicts.detect_followup(followup_id=followup_id)
     return conflicts.detect(org_id=org_id, node_ids=node_ids)
 
 
