@@ -29,7 +29,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,26 +43,14 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from nylon_project.live import free_port, listening  # noqa: E402
+
 logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("pgserver").setLevel(logging.WARNING)
 
 FAULTS = ("web", "worker", "redis", "postgres")
 TOPICS = ["the billing service", "the staging cluster", "the onboarding doc", "the Q3 roadmap",
           "the on-call rota", "the search index", "the data warehouse", "the mobile release"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 # -- private services ------------------------------------------------------------------------

@@ -45,8 +45,8 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.db import connections  # noqa: E402
 
+from nylon_project.live import start_live_server  # noqa: E402
 from tests.nylon_project.fuzz import Credentials, prepare_org, run_fuzz, seed_via_api, server_errors  # noqa: E402
-from tests.sdk.live import start_live_server  # noqa: E402
 
 
 def main() -> int:

@@ -60,10 +60,10 @@ from memory.apis import BulkSessionsField, bulk_sessions  # noqa: E402
 from memory.engine.text import parse_datetime  # noqa: E402
 from memory.management.commands.locomo_eval import load_conversations, sessions_of  # noqa: E402
 from memory.models import IngestBatch, Node  # noqa: E402
+from nylon_project.live import start_live_server  # noqa: E402
 from teams import services as team_services  # noqa: E402
 from teams.auth import actor_for_agent  # noqa: E402
 from teams.models import Agent, Organization, Scope  # noqa: E402
-from tests.sdk.live import start_live_server  # noqa: E402
 
 PREFIX = "bench-ingest"
 LOCOMO = ROOT.parent / "shared" / "locomo"

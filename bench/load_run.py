@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import random
-import socket
 import subprocess
 import sys
 import threading
@@ -176,50 +175,29 @@ def print_summary(s: dict) -> None:
 # -- the service under test ------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Stack:
     """uvicorn (N processes) + one Celery worker on a private queue, on the dev database."""
 
     def __init__(self, web_workers: int):
-        from django.db import connection
-
         from nylon_project import embedded
+        from nylon_project.live import live_env, start_live_server, start_worker
 
         self.queue = f"load-{uuid.uuid4().hex[:6]}"
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ)
-        env["DATABASE_URL"] = embedded.url_with_database(os.environ["DATABASE_URL"], connection.settings_dict["NAME"])
         self.app_name = f"nylon-{self.queue}"  # libpq application_name: to count our DB connections
-        env.update(PGAPPNAME=self.app_name, NYLON_CELERY_QUEUE=self.queue, NYLON_ENQUEUE_TASKS="1", NYLON_LLM_URL="",
+        env = dict(PGAPPNAME=self.app_name, NYLON_CELERY_QUEUE=self.queue, NYLON_ENQUEUE_TASKS="1", NYLON_LLM_URL="",
                    NYLON_RATE_LIMIT="10000000/min", NYLON_CACHE_PREFIX=f"load-{self.queue}",
                    NYLON_CHANNEL_PREFIX=f"load-{self.queue}")
-        home = embedded.nylon_home()
-        self.logs = [home / f"load-web-{self.port}.log", home / f"load-worker-{self.queue}.log"]
-        self.web = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "nylon_project.asgi:application", "--host", "127.0.0.1",
-             "--port", str(self.port), "--workers", str(web_workers), "--no-access-log"],
-            cwd=ROOT, env=env, stdout=open(self.logs[0], "w"), stderr=subprocess.STDOUT)
-        self.worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "nylon_project", "worker", "-Q", self.queue, "-l", "WARNING",
-             "--concurrency", "1", "-n", f"{self.queue}@%h", "--without-gossip", "--without-mingle"],
-            cwd=ROOT, env=env, stdout=open(self.logs[1], "w"), stderr=subprocess.STDOUT)
-        deadline = time.time() + 120
-        while True:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=5).status_code in (200, 503):
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline or self.web.poll() is not None:
-                self.stop()
-                raise RuntimeError(f"uvicorn did not come up, see {self.logs[0]}")
-            time.sleep(0.3)
+        worker_log = embedded.nylon_home() / f"load-worker-{self.queue}.log"
+        with open(worker_log, "w") as log:
+            self.worker = start_worker(self.queue, live_env(**env), log=log)
+        try:
+            self.server = start_live_server(workers=web_workers, log_name="load-web", **env)
+        except RuntimeError:
+            self.worker.terminate()
+            raise
+        self.web = self.server.proc
+        self.url = self.server.url
+        self.logs = [self.server.log_path, worker_log]
 
     def connections(self) -> int:
         from django.db import connection

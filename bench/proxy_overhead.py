@@ -30,11 +30,11 @@ import numpy as np  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 
 from memory import services as memory_services  # noqa: E402
+from nylon_project.live import start_live_server  # noqa: E402
 from teams import services as team_services  # noqa: E402
 from teams.auth import actor_for_agent  # noqa: E402
 from teams.models import Agent, Organization  # noqa: E402
 from tests.proxy.upstream import ScriptedUpstream  # noqa: E402
-from tests.sdk.live import start_live_server  # noqa: E402
 
 ORG = "bench-proxy"
 logging.getLogger("httpx").setLevel(logging.WARNING)

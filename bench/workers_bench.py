@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import sys
 import time
 import uuid
@@ -31,9 +30,9 @@ from django.contrib.auth import get_user_model  # noqa: E402
 
 from memory.models import MemorySession, Node  # noqa: E402
 from nylon_project.celery import app  # noqa: E402
+from nylon_project.live import start_live_server, start_worker  # noqa: E402
 from teams import services as team_services  # noqa: E402
 from teams.models import Agent, Organization  # noqa: E402
-from tests.sdk.live import start_live_server  # noqa: E402
 
 ORG = "bench-workers"
 logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -66,10 +65,7 @@ def main() -> None:
     _, key = team_services.api_key_create(actor=None, agent=agent)
     queue = f"bench-{uuid.uuid4().hex[:6]}"
     env = dict(os.environ, NYLON_CELERY_QUEUE=queue, NYLON_ENQUEUE_TASKS="1", NYLON_LLM_URL="")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "nylon_project", "worker", "-Q", queue, "-l", "WARNING",
-         "--concurrency", "1", "-n", f"{queue}@%h", "--without-gossip", "--without-mingle"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = start_worker(queue, env)
     server = start_live_server(NYLON_CELERY_QUEUE=queue, NYLON_ENQUEUE_TASKS="1", NYLON_LLM_URL="",
                                NYLON_RATE_LIMIT="100000/min")
     headers = {"Authorization": f"Bearer {key}"}

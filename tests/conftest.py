@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -91,12 +90,10 @@ def client_for():
 
 
 def _spawn_worker(env: dict, queue: str, log):
+    from nylon_project.live import start_worker
+
     # Its own process group, so a test can kill -9 the worker with its pool children.
-    return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "nylon_project", "worker", "-Q", queue, "-l", "INFO",
-         "--concurrency", "2", "-n", f"{queue}@%h", "--without-gossip", "--without-mingle"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    return start_worker(queue, env, concurrency=2, loglevel="INFO", log=log, own_group=True)
 
 
 def _wait_for_worker(app, queue: str, proc, log) -> None:
@@ -126,14 +123,12 @@ def celery_worker_process(django_db_setup, django_db_blocker):
     tasks in flight are lost to it) and ``restart()`` (start a fresh worker on the same queue).
     Unacknowledged tasks return to the queue after NYLON_CELERY_VISIBILITY_TIMEOUT (10 s here)."""
     from django.conf import settings
-    from django.db import connection
 
     from nylon_project import embedded
+    from nylon_project.live import live_env
 
     queue = f"test-{uuid.uuid4().hex[:8]}"
-    env = dict(os.environ)
-    env["DATABASE_URL"] = embedded.url_with_database(os.environ["DATABASE_URL"],
-                                                     connection.settings_dict["NAME"])
+    env = live_env()
     env["NYLON_CELERY_QUEUE"] = queue
     env["NYLON_TEST_WORKER"] = "1"
     env["NYLON_CELERY_VISIBILITY_TIMEOUT"] = "10"

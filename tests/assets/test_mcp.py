@@ -87,7 +87,6 @@ def test_bad_key_refuses_to_start(world):
 
 def test_tools_over_streamable_http_in_the_asgi_app(world, client_for):
     """uvicorn serves nylon_project.asgi: /mcp is MCP (agent key header), the rest is still Django."""
-    import socket
     import subprocess
     import time
 
@@ -95,9 +94,9 @@ def test_tools_over_streamable_http_in_the_asgi_app(world, client_for):
     from mcp.client.streamable_http import streamable_http_client
 
     a = world["a"]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from nylon_project.live import free_port
+
+    port = free_port()
     env = _params(a.key).env
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "nylon_project.asgi:application", "--port", str(port),
                              "--lifespan", "on"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,

@@ -4,9 +4,7 @@ main page under docs/screenshots/."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,23 +24,18 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 pytestmark = [pytest.mark.slow]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def live_server_url(django_db_setup, django_db_blocker):
     """uvicorn serving nylon_project.asgi on the test database, with its own Redis prefixes."""
     from django.db import connection
 
     from nylon_project import embedded
+    from nylon_project.live import free_port, live_env
 
-    port = _free_port()
+    # Not start_live_server: the live feed needs uvicorn's websockets and the lifespan left on.
+    port = free_port()
     tag = uuid.uuid4().hex[:8]
-    env = dict(os.environ)
-    env["DATABASE_URL"] = embedded.url_with_database(os.environ["DATABASE_URL"], connection.settings_dict["NAME"])
+    env = live_env()
     env.update({"NYLON_ENQUEUE_TASKS": "0", "NYLON_CHANNEL_PREFIX": f"e2e-{tag}", "NYLON_CACHE_PREFIX": f"e2e-{tag}",
                 "NYLON_DB_CONN_MAX_AGE": "0"})
     log = open(embedded.nylon_home() / f"e2e-uvicorn-{tag}.log", "w")

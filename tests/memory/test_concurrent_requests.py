@@ -12,7 +12,7 @@ from collections import Counter
 import httpx
 import pytest
 
-from tests.sdk.live import start_live_server
+from nylon_project.live import start_live_server
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -12,7 +12,7 @@ import pytest
 
 from memory.cache import get_cache
 from memory.models import Node
-from tests.sdk.live import start_live_server
+from nylon_project.live import start_live_server
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sdk.live import start_live_server
+from nylon_project.live import start_live_server
 
 from .fuzz import Credentials, prepare_org, run_fuzz, seed_via_api
 

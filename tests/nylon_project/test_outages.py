@@ -4,21 +4,18 @@ outage does not fail API calls (the rate limit fails open), a database outage an
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 from django.db import OperationalError
 from django.test import override_settings
 
 from nylon_project.errors import exception_handler
+from nylon_project.live import free_port
 
 pytestmark = pytest.mark.django_db
 
 
 def _dead_redis_url() -> str:
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        return f"redis://127.0.0.1:{s.getsockname()[1]}/0"
+    return f"redis://127.0.0.1:{free_port()}/0"  # a port nothing listens on
 
 
 def test_api_is_served_while_the_rate_limit_cache_is_down(world, client_for):

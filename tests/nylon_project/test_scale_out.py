@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.sdk.live import start_live_server
+from nylon_project.live import live_env, start_live_server, start_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,21 +23,13 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.
 
 
 def _workers(queue: str, names: list[str]) -> list[subprocess.Popen]:
-    from django.db import connection
-
     from nylon_project import embedded
 
-    env = dict(os.environ)
-    env["DATABASE_URL"] = embedded.url_with_database(os.environ["DATABASE_URL"], connection.settings_dict["NAME"])
-    env.update(NYLON_CELERY_QUEUE=queue, NYLON_LLM_URL="")
+    env = live_env(NYLON_CELERY_QUEUE=queue, NYLON_LLM_URL="")
     procs = []
     for name in names:
-        log = open(embedded.nylon_home() / f"worker-{name}.log", "w")
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "nylon_project", "worker", "-Q", queue, "-l", "INFO",
-             "--concurrency", "1", "-n", f"{name}@%h", "--without-gossip", "--without-mingle"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-        log.close()
+        with open(embedded.nylon_home() / f"worker-{name}.log", "w") as log:
+            procs.append(start_worker(queue, env, name=name, loglevel="INFO", log=log, own_group=True))
     return procs
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sdk.live import start_live_server
+from nylon_project.live import start_live_server
 
 from .upstream import ScriptedUpstream
 

@@ -10,6 +10,8 @@ import nylon_sdk as ny
 import pytest
 from nylon_sdk import AsyncClient, Client, Turn
 
+from nylon_project.live import free_port
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -201,9 +203,7 @@ def test_health_and_transport_errors(nylon_server, world):
             slow.resonate("x")
 
     # nothing listening: connection errors are retried (the request never left), then raised
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     with Client(f"http://127.0.0.1:{port}", "k", max_retries=2) as dead:
         waits: list[float] = []
         dead._sleep = waits.append

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .live import ROOT
+from nylon_project.live import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
