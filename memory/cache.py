@@ -103,23 +103,79 @@ def _record(row) -> NodeRecord:
     ), deleted
 
 
+class OrgLock:
+    """Readers share, a catch-up excludes them. Requests run in threads of their own and numpy
+    releases the GIL for its large operations, so concurrent queries of one org overlap instead of
+    queueing behind each other. Writer-preferring: a waiting catch-up blocks new readers, so a
+    steady query load cannot starve it (and the queries that wait for it want its rows anyway)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._readers = 0
+        self._writer = False
+        self._writers_waiting = 0
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        with self._cond:
+            while self._writer or self._writers_waiting:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        with self._cond:
+            self._writers_waiting += 1
+            try:
+                while self._writer or self._readers:
+                    self._cond.wait()
+            finally:
+                self._writers_waiting -= 1
+            self._writer = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
+
+
 class EngineCache:
     def __init__(self, max_bytes: int | None = None):
         self.max_bytes = max_bytes or settings.NYLON_CACHE_MAX_BYTES
         self._indexes: OrderedDict[int, TenantIndex] = OrderedDict()
-        self._locks: dict[int, threading.Lock] = {}
+        self._locks: dict[int, OrgLock] = {}
         self._guard = threading.Lock()
         self.stats = {"builds": 0, "syncs": 0, "evictions": 0, "last_build_ms": 0.0}
         self._too_big: set[int] = set()
         self._building: set[int] = set()
 
-    def _lock(self, org_id: int) -> threading.Lock:
+    def _lock(self, org_id: int) -> OrgLock:
         with self._guard:
-            return self._locks.setdefault(org_id, threading.Lock())
+            lock = self._locks.get(org_id)
+            if lock is None:
+                lock = self._locks[org_id] = OrgLock()
+            return lock
 
     def get(self, org_id: int) -> TenantIndex:
         """The org's index, caught up with everything committed so far."""
-        with self._lock(org_id):
+        index = self._indexes.get(org_id)
+        if index is not None and not self._changed(org_id, index):
+            # The common case: one probe, no lock, so queries of one org do not queue here. A
+            # probe that misses a concurrent catch-up in flight sees its rows too (they are past
+            # the watermark it read) and takes the write path below.
+            with self._guard:
+                if org_id in self._indexes:
+                    self._indexes.move_to_end(org_id)
+            return index
+        with self._lock(org_id).write():
             index = self._indexes.get(org_id)
             if index is None:
                 t = time.perf_counter()
@@ -140,6 +196,9 @@ class EngineCache:
             elif self._sync(org_id, index, full=False)[0]:
                 if index.dead_fraction() > 0.5:
                     index.compact()
+                # An org that grew past the exact-search size gets its HNSW graph here, under the
+                # write lock, not lazily inside a search that other readers run beside it.
+                index.vectors.prepare()
                 self._evict(keep=org_id)  # the index grew: the cap holds after catch-ups too
             with self._guard:
                 self._indexes.move_to_end(org_id)
@@ -150,11 +209,18 @@ class EngineCache:
 
     @contextmanager
     def reading(self, org_id: int) -> Iterator[None]:
-        """Hold while reading an org's index (visibility mask, resonate). Django runs concurrent
-        requests' sync views in threads of their own and a catch-up in ``get`` appends to the same
-        arrays, so reads and catch-ups of one org take turns; other orgs are not blocked."""
-        with self._lock(org_id):
+        """Hold while reading an org's index (visibility mask, resonate). A catch-up in ``get``
+        appends to the same arrays, so it waits for the readers and they for it; readers of one
+        org share the lock, other orgs are not blocked at all."""
+        with self._lock(org_id).read():
             yield
+
+    def _changed(self, org_id: int, index: TenantIndex) -> bool:
+        """Whether any row of the org was written at or past the index's watermark."""
+        with connection.cursor() as cur:
+            cur.execute(_PROBE_SQL, [org_id, index.watermark, org_id, index.watermark])
+            _, changed = cur.fetchone()
+        return bool(changed)
 
     def org_ids(self) -> list[int]:
         """Cached orgs, least recently used first."""
