@@ -1,0 +1,139 @@
+"""Postgres stopped under a live server, end to end: a write answers a retryable 503 with
+Retry-After once the connection pool's wait runs out (not a 500, not a hang), and once Postgres is back the same write (same
+``event_id``) succeeds and is stored once.
+
+Private instances only, as in test_faults.py: a scratch PostgreSQL 18 + pgvector cluster
+(bench/faults.py's ``PrivatePostgres``, in a temporary directory) and a uvicorn process bound to it;
+the suite's own database is never stopped."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.slow]
+
+MAKE_KEY = """
+from django.contrib.auth import get_user_model
+from teams import services
+from teams.models import Agent
+owner = get_user_model().objects.create_user(username="outage-owner")
+org = services.organization_create(name="Outage", slug="outage", owner=owner)
+_, key = services.api_key_create(actor=None, agent=Agent.objects.create(org=org, name="outage-agent"))
+print("KEY=" + key)
+"""
+
+
+def _bench_faults():
+    """bench/faults.py (a script, not a package), loaded once under a name of its own."""
+    if "bench_faults" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_faults", ROOT / "bench" / "faults.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_faults"] = module  # its dataclasses look their module up while loading
+        spec.loader.exec_module(module)
+    return sys.modules["bench_faults"]
+
+
+def _manage(env: dict, *args: str) -> str:
+    proc = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def _start(pg) -> None:
+    """Start the stopped cluster as pgserver did: unix socket only, in the directory its URL names."""
+    socket_dir = parse_qs(urlsplit(pg.url).query)["host"][0]
+    pg._pg_ctl(["-w", "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(pg.pgdata / "log"), "start"])
+
+
+@pytest.fixture
+def private_server():
+    """A migrated private Postgres with one agent key, and uvicorn serving it: (pg, url, key)."""
+    faults = _bench_faults()
+    work = Path(tempfile.mkdtemp(prefix="nylon-dbdown-"))
+    work.chmod(0o755)  # the postgres system user (when run as root) must traverse it
+    pg = server = log = None
+    try:
+        pg = faults.PrivatePostgres(work / "pg")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NYLON_")}
+        env.update({"DATABASE_URL": pg.url, "DJANGO_SETTINGS_MODULE": "nylon_project.settings",
+                    "NYLON_HOME": str(work / "home"), "NYLON_ENQUEUE_TASKS": "0", "NYLON_LLM_URL": "",
+                    "NYLON_CACHE_PREFIX": f"test-dbdown-{uuid.uuid4().hex[:8]}", "NYLON_LOG_LEVEL": "WARNING"})
+        _manage(env, "migrate", "--verbosity", "0")
+        key = _manage(env, "shell", "-c", MAKE_KEY).split("KEY=", 1)[1].strip()
+        port = faults.free_port()
+        log = open(work / "uvicorn.log", "w")
+        server = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "nylon_project.asgi:application", "--host", "127.0.0.1",
+             "--port", str(port), "--no-access-log", "--lifespan", "off"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 90
+        while not faults.listening(port):
+            assert server.poll() is None and time.monotonic() < deadline, (work / "uvicorn.log").read_text()[-3000:]
+            time.sleep(0.2)
+        yield pg, f"http://127.0.0.1:{port}", key
+    finally:
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        if log is not None:
+            log.close()
+        if pg is not None:
+            pg.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.mark.timeout(420)
+def test_a_write_while_postgres_is_down_is_a_quick_503_and_succeeds_once_it_is_back(private_server):
+    pg, url, key = private_server
+    body = {"session_key": "outage", "turns": [{"text": "The nightly backup moved to 02:00.", "event_id": "e1"}]}
+    headers = {"Authorization": f"Bearer {key}"}
+    with httpx.Client(base_url=url, headers=headers, timeout=60) as c:
+        warm = c.post("/api/v1/memories/weave-session", json={**body, "turns": [
+            {"text": "The staging cluster runs on Postgres 18.", "event_id": "e0"}]})
+        assert warm.status_code == 201, warm.text  # embedder loaded, pool warm: the outage is all we time
+
+        pg.stop()
+        answers = []
+        for _ in range(2):
+            started = time.monotonic()
+            r = c.post("/api/v1/memories/weave-session", json=body)
+            answers.append((r.status_code, r.headers.get("Retry-After"), round(time.monotonic() - started, 1)))
+            assert r.status_code == 503, (answers, r.text)
+            assert r.json()["error"]["code"] == "unavailable", r.text
+        assert all(retry == "1" for _, retry, _ in answers), answers
+        # Each answer waits out the connection pool's NYLON_DB_POOL_TIMEOUT (10 s by default: getconn waits
+        # that long for the pool to reconnect), then 503s: bounded, never a hang.
+        assert max(secs for _, _, secs in answers) < 12, answers
+
+        _start(pg)
+        back = time.monotonic()
+        deadline = back + 60
+        while True:  # a client honouring Retry-After
+            r = c.post("/api/v1/memories/weave-session", json=body)
+            if r.status_code != 503 or time.monotonic() > deadline:
+                break
+            time.sleep(float(r.headers.get("Retry-After", "1")))
+        assert r.status_code == 201, r.text
+        assert r.json()["created"] == 1
+        print(f"while down (status, Retry-After, s): {answers}; write ok {time.monotonic() - back:.1f} s after start")
+        again = c.post("/api/v1/memories/weave-session", json=body)  # the retried write is stored once
+        assert again.status_code == 201 and again.json()["created"] == 0
+        assert again.json()["node_ids"] == r.json()["node_ids"]
