@@ -1,10 +1,10 @@
 """Postgres stopped under a live server, end to end: a write answers a retryable 503 with
-Retry-After once the connection pool's wait runs out (not a 500, not a hang), and once Postgres is back the same write (same
-``event_id``) succeeds and is stored once.
+Retry-After once the connection pool's wait runs out (not a 500, not a hang), and once Postgres is
+back the same write (same ``event_id``) succeeds and is stored once.
 
 Private instances only, as in test_faults.py: a scratch PostgreSQL 18 + pgvector cluster
-(bench/faults.py's ``PrivatePostgres``, in a temporary directory) and a uvicorn process bound to it;
-the suite's own database is never stopped."""
+(bench/faults.py's ``PrivatePostgres``, in a temporary directory) and a uvicorn process
+(``nylon_project.live``) bound to it; the suite's own database is never stopped."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -62,39 +61,24 @@ def _start(pg) -> None:
 
 @pytest.fixture
 def private_server():
-    """A migrated private Postgres with one agent key, and uvicorn serving it: (pg, url, key)."""
-    faults = _bench_faults()
+    """A migrated private Postgres with one agent key, and a live server bound to it: (pg, url, key)."""
+    from nylon_project.live import start_live_server
+
     work = Path(tempfile.mkdtemp(prefix="nylon-dbdown-"))
     work.chmod(0o755)  # the postgres system user (when run as root) must traverse it
-    pg = server = log = None
+    pg = server = None
     try:
-        pg = faults.PrivatePostgres(work / "pg")
+        pg = _bench_faults().PrivatePostgres(work / "pg")
         env = {k: v for k, v in os.environ.items() if not k.startswith("NYLON_")}
         env.update({"DATABASE_URL": pg.url, "DJANGO_SETTINGS_MODULE": "nylon_project.settings",
-                    "NYLON_HOME": str(work / "home"), "NYLON_ENQUEUE_TASKS": "0", "NYLON_LLM_URL": "",
-                    "NYLON_CACHE_PREFIX": f"test-dbdown-{uuid.uuid4().hex[:8]}", "NYLON_LOG_LEVEL": "WARNING"})
+                    "NYLON_HOME": str(work / "home")})
         _manage(env, "migrate", "--verbosity", "0")
         key = _manage(env, "shell", "-c", MAKE_KEY).split("KEY=", 1)[1].strip()
-        port = faults.free_port()
-        log = open(work / "uvicorn.log", "w")
-        server = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "nylon_project.asgi:application", "--host", "127.0.0.1",
-             "--port", str(port), "--no-access-log", "--lifespan", "off"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 90
-        while not faults.listening(port):
-            assert server.poll() is None and time.monotonic() < deadline, (work / "uvicorn.log").read_text()[-3000:]
-            time.sleep(0.2)
-        yield pg, f"http://127.0.0.1:{port}", key
+        server = start_live_server(log_name="uvicorn-dbdown", DATABASE_URL=pg.url, NYLON_LLM_URL="")
+        yield pg, server.url, key
     finally:
         if server is not None:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
-        if log is not None:
-            log.close()
+            server.stop()
         if pg is not None:
             pg.stop()
         shutil.rmtree(work, ignore_errors=True)
