@@ -19,6 +19,7 @@ reason) is written to the audit log.
 
 from __future__ import annotations
 
+from django.db import connection
 from django.db.models import Q, QuerySet
 from django.http import Http404
 from rest_framework.exceptions import PermissionDenied
@@ -70,8 +71,33 @@ def restricted_node_q(actor: Actor) -> Q:
 def granted_node_ids(actor: Actor) -> list[int]:
     """Engine: ids of the nodes an ACL entry grants this actor. With the owner's own restricted
     nodes (which the engine index knows) these are the restricted nodes the actor reads (the SQL
-    rule is ``restricted_node_q``), without scanning the node table."""
-    return list(grants_for(actor, ObjectType.NODE).values_list("object_id", flat=True))
+    rule is ``restricted_node_q``), without scanning the node table.
+
+    The same rows as ``grants_for(actor, "node")``, in hand-written SQL: every warm resonate of an
+    org with restricted nodes asks this, and building the ORM query cost ~1 ms of a ~15 ms query at
+    100k nodes. ``test_granted_node_ids_is_grants_for`` keeps the two equal."""
+    who: list[str] = []
+    params: list = [actor.org.id, ObjectType.NODE]
+    if actor.agent is not None:
+        who.append("(grantee_kind = %s AND grantee_agent_id = %s)")
+        params += [GranteeKind.AGENT, actor.agent.id]
+        if actor.agent.team_id:
+            who.append("(grantee_kind = %s AND grantee_team_id = %s AND grantee_team_role = 'member')")
+            params += [GranteeKind.TEAM_ROLE, actor.agent.team_id]
+    else:
+        who.append("(grantee_kind = %s AND grantee_user_id = %s)")
+        params += [GranteeKind.USER, actor.user.id]
+        if actor.team_ids:
+            who.append("(grantee_kind = %s AND grantee_team_id = ANY(%s) AND grantee_team_role = 'member')")
+            params += [GranteeKind.TEAM_ROLE, list(actor.team_ids)]
+        if actor.team_admin_ids:
+            who.append("(grantee_kind = %s AND grantee_team_id = ANY(%s) AND grantee_team_role = 'admin')")
+            params += [GranteeKind.TEAM_ROLE, list(actor.team_admin_ids)]
+    sql = (f"SELECT object_id FROM {AccessGrant._meta.db_table} "
+           f"WHERE org_id = %s AND object_type = %s AND ({' OR '.join(who)})")
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        return [r[0] for r in cur.fetchall()]
 
 
 def _has_grant(actor: Actor, object_type: str, object_id: int, *, write: bool) -> bool:

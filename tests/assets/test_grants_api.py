@@ -68,3 +68,45 @@ def test_duplicate_grant_is_400(world, client_for):
     nid = weave(client_for(a.member), "Secret.", visibility="restricted")
     grant(client_for(a.member), "node", nid, grantee_kind="user", user_id=a.owner.id)
     grant(client_for(a.member), "node", nid, grantee_kind="user", user_id=a.owner.id, status=400)
+
+
+def test_granted_node_ids_is_grants_for(world, client_for):
+    """The engine's hand-written grant lookup returns exactly the node grants of ``grants_for``, for
+    every kind of grantee (user, agent, team role member/admin), and nothing of another org."""
+    from django.contrib.auth import get_user_model
+
+    from assets.access import granted_node_ids, grants_for
+    from teams.auth import actor_for_agent, actor_for_user
+    from teams.models import Scope, TeamMembership, TeamRole
+
+    a, b = world["a"], world["b"]
+    lead = get_user_model().objects.create_user("alpha-lead", "lead@example.com", "pw-lead-123")
+    from teams.models import Membership, Role
+
+    Membership.objects.create(org=a.org, user=lead, role=Role.MEMBER)
+    TeamMembership.objects.create(org=a.org, team=a.team, user=lead, role=TeamRole.ADMIN)
+    owner = client_for(a.owner)
+    nids = [weave(owner, f"Restricted note {i}.", visibility="restricted") for i in range(5)]
+    grant(owner, "node", nids[0], grantee_kind="user", user_id=a.member.id)
+    grant(owner, "node", nids[1], grantee_kind="agent", agent_id=a.agent.id)
+    grant(owner, "node", nids[2], grantee_kind="team_role", team_id=a.team.id, team_role="member")
+    grant(owner, "node", nids[3], grantee_kind="team_role", team_id=a.team.id, team_role="admin")
+    grant(owner, "node", nids[4], grantee_kind="user", user_id=a.admin.id)
+    asset = create_asset(owner, visibility="restricted")
+    grant(owner, "asset", asset["id"], grantee_kind="user", user_id=a.member.id)  # not a node grant
+    other = weave(client_for(b.owner), "Beta's restricted note.", visibility="restricted")
+    grant(client_for(b.owner), "node", other, grantee_kind="user", user_id=b.member.id)
+
+    actors = {
+        "member": actor_for_user(a.member, a.org),
+        "team admin": actor_for_user(lead, a.org),
+        "org admin": actor_for_user(a.admin, a.org),
+        "owner": actor_for_user(a.owner, a.org),
+        "agent": actor_for_agent(a.agent, scopes=frozenset({Scope.READ})),
+    }
+    expected = {"member": {nids[0], nids[2]}, "team admin": {nids[2], nids[3]}, "org admin": {nids[4]},
+                "owner": set(), "agent": {nids[1], nids[2]}}
+    for name, actor in actors.items():
+        got = granted_node_ids(actor)
+        assert sorted(got) == sorted(grants_for(actor, "node").values_list("object_id", flat=True)), name
+        assert set(got) == expected[name], name
