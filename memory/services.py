@@ -730,7 +730,7 @@ def enqueue_pending_followups(*, grace_secs: float, batch: int = FOLLOWUP_SWEEP_
     if sent:
         Followup.objects.filter(id__in=sent).update(sent_at=now, attempts=F("attempts") + 1)
         log.warning("re-sent %d post-commit follow-ups pending for over %ss", len(sent), grace_secs)
-    given_up = Followup.objects.filter(attempts__gte=max_attempts).count() if due else 0
+    given_up = Followup.objects.filter(attempts__gte=max_attempts).count()  # small table: unfinished work only
     if given_up:
         log.error("%d post-commit follow-ups failed %d times and are no longer re-sent", given_up, max_attempts)
     return len(sent)
