@@ -379,10 +379,35 @@ def _merge_lists(a_ids, a_sc, b_ids, b_sc):
     return ids, np.linspace(1.0, 0.5, ids.size) if ids.size else np.empty(0)
 
 
-def _rr(values: np.ndarray, k: int, tie: np.ndarray) -> np.ndarray:
-    """1/(k + rank) of each value (rank 1 = largest, ties by ``tie``); NaN scores 0, ranks last."""
-    v = np.where(np.isnan(values), -np.inf, values)
+# Values closer than this (relative, at least absolute) rank as ties. Cosines come from float32
+# vectors and window means are summed in member order, so two mathematically equal values can
+# differ in the 7th digit; ordering them by that noise instead of by id made the ranking depend on
+# the CPU's summation order (an AVX-512 host ranked a tie differently from the reference).
+RANK_TIE_EPS = 1e-6
+
+
+def rank_order(values: np.ndarray, tie: np.ndarray, eps: float = RANK_TIE_EPS) -> np.ndarray:
+    """Indices by descending value; a run of values each within ``eps`` of the previous one is a
+    tie group, ordered by ``tie`` ascending. NaN counts as -inf (last)."""
+    v = np.where(np.isnan(values), -np.inf, np.asarray(values, dtype=np.float64))
     order = np.lexsort((tie, -v))
+    if v.size < 2:
+        return order
+    sv = v[order]
+    fin = np.isfinite(sv)
+    with np.errstate(invalid="ignore"):  # -inf - -inf: NaN, which is "not a new group"
+        gap = sv[:-1] - sv[1:]
+    # The -inf (NaN) tail is a group of its own, never part of the last finite value's group.
+    new = (gap > eps * np.maximum(1.0, np.abs(np.where(fin[1:], sv[1:], 0.0)))) | (fin[:-1] != fin[1:])
+    group = np.concatenate(([0], np.cumsum(new)))
+    return order[np.lexsort((np.asarray(tie)[order], group))]
+
+
+def _rr(values: np.ndarray, k: int, tie: np.ndarray) -> np.ndarray:
+    """1/(k + rank) of each value (rank 1 = largest, near-ties by ``tie``, see ``rank_order``); NaN
+    scores 0, ranks last."""
+    v = np.where(np.isnan(values), -np.inf, values)
+    order = rank_order(v, tie)
     ranks = np.empty(v.size, dtype=np.float64)
     ranks[order] = np.arange(1, v.size + 1)
     out = 1.0 / (k + ranks)

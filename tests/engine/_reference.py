@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from memory.engine import NodeKind, ResonateParams, Scope, TenantIndex, tokenize
+from memory.engine.resonance import RANK_TIE_EPS
 from memory.engine.router import is_time_question
 from memory.engine.text import canonical_entity, extract_entities, has_time_expression
 
@@ -101,8 +102,15 @@ def ref_windows(index: TenantIndex, radius: int = 1) -> list[list[int]]:
 
 def _rank_recip(values: dict[int, float], k: int) -> dict[int, float]:
     """1/(k + rank) by value (ties by id); NaN values get 0 and rank last."""
-    ok = [i for i, v in values.items() if not math.isnan(v)]
-    ranked = sorted(ok, key=lambda i: (-values[i], i))
+    ok = sorted((i for i, v in values.items() if not math.isnan(v)), key=lambda i: (-values[i], i))
+    # Near-ties (each within RANK_TIE_EPS of the previous value, relative) form one group, by id.
+    ranked, group = [], []
+    for i in ok:
+        if group and values[group[-1]] - values[i] > RANK_TIE_EPS * max(1.0, abs(values[i])):
+            ranked += sorted(group)
+            group = []
+        group.append(i)
+    ranked += sorted(group)
     out = {i: 0.0 for i in values}
     for r, i in enumerate(ranked, 1):
         out[i] = 1.0 / (k + r)
