@@ -12,9 +12,11 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry ready)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from assets.mcp import http_app as mcp_http_app  # noqa: E402
 from frontend.routing import websocket_urlpatterns  # noqa: E402
+from nylon_project.shedding import LoadShedder  # noqa: E402
 
 # MCP over streamable HTTP at /mcp (agent key in the Authorization header); its lifespan runs the
 # MCP session manager. Everything else over HTTP is Django.
@@ -30,7 +32,7 @@ async def http_router(scope, receive, send):
 
 application = ProtocolTypeRouter(
     {
-        "http": http_router,
+        "http": LoadShedder(http_router, settings.NYLON_WEB_MAX_INFLIGHT),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         "lifespan": mcp_app,
     }

@@ -153,6 +153,9 @@ LOGIN_URL = "/login/"
 # Bodies beyond this are refused with 413 before any parsing (see BodySizeLimitMiddleware).
 NYLON_MAX_BODY_BYTES = env_int("NYLON_MAX_BODY_BYTES", 2 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = NYLON_MAX_BODY_BYTES
+# Requests in flight per web process before new ones get 503 + Retry-After (nylon_project.shedding);
+# 0 turns shedding off. About three times the database pool: the rest would only wait for it.
+NYLON_WEB_MAX_INFLIGHT = env_int("NYLON_WEB_MAX_INFLIGHT", 32)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["teams.auth.NylonAuthentication"],
