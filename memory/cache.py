@@ -44,16 +44,28 @@ SELECT id, text, speaker, kind, visibility, coalesce(owner_agent_id * 2 + 1, own
        coalesce(team_id, 0), t0, lam, extract(epoch from tension_updated_at)::float8, mentions,
        session_key, seq, extract(epoch from occurred_at)::float8, embedding, deleted_at IS NOT NULL,
        metadata->>'time_terms'
-FROM memory_node WHERE org_id = %s {cond} ORDER BY id
+FROM memory_node WHERE org_id = %(org)s {cond} ORDER BY id
 """
-_EDGE_SQL = "SELECT src_id, dst_id, kind, weight FROM memory_edge WHERE org_id = %s {cond} ORDER BY id"
-# One statement, so one snapshot: its xmin and whether any row of the org was written at or after
-# the watermark. Nothing new (the common case) costs this single round trip.
-_PROBE_SQL = """
-SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint,
-       EXISTS (SELECT 1 FROM memory_node WHERE org_id = %s AND txid >= %s::text::xid8)
-       OR EXISTS (SELECT 1 FROM memory_edge WHERE org_id = %s AND txid >= %s::text::xid8)
+_EDGE_SQL = "SELECT src_id, dst_id, kind, weight FROM memory_edge WHERE org_id = %(org)s {cond} ORDER BY id"
+# A sync position is a snapshot's xmax plus the transactions still in progress in it (xip): every
+# row a sync has not read was written by a transaction in that list or at/after xmax. (An xmin
+# watermark would also be safe, but while any transaction of the database stays open it keeps
+# matching rows already read, and every query would re-read them under the write lock.)
+_CHANGED = """(txid >= %(xmax)s::text::xid8 OR txid = ANY(%(xip)s::text[]::xid8[]))"""
+_SNAPSHOT = """pg_snapshot_xmax(snap.s)::text::bigint, ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(snap.s) AS x)"""
+# One statement, so one snapshot: its position and whether any row of the org was written past the
+# index's. Nothing new (the common case) costs this single round trip.
+_PROBE_SQL = f"""
+SELECT {_SNAPSHOT},
+       EXISTS (SELECT 1 FROM memory_node WHERE org_id = %(org)s AND {_CHANGED})
+       OR EXISTS (SELECT 1 FROM memory_edge WHERE org_id = %(org)s AND {_CHANGED})
+FROM (SELECT pg_current_snapshot() AS s) AS snap
 """
+
+
+def _position(index: TenantIndex, org_id: int) -> dict:
+    return {"org": org_id, "xmax": index.watermark, "xip": [str(x) for x in index.watermark_pending]}
+
 
 # pgvector's type info per psycopg connection (the vector OID differs between databases).
 _vector_types: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -201,7 +213,8 @@ class EngineCache:
                 index.vectors.prepare()
                 self._evict(keep=org_id)  # the index grew: the cap holds after catch-ups too
             with self._guard:
-                self._indexes.move_to_end(org_id)
+                if org_id in self._indexes:  # another org's catch-up may have evicted it meanwhile
+                    self._indexes.move_to_end(org_id)
             return index
 
     def peek(self, org_id: int) -> TenantIndex | None:
@@ -216,11 +229,10 @@ class EngineCache:
             yield
 
     def _changed(self, org_id: int, index: TenantIndex) -> bool:
-        """Whether any row of the org was written at or past the index's watermark."""
+        """Whether any row of the org was written that the index has not read."""
         with connection.cursor() as cur:
-            cur.execute(_PROBE_SQL, [org_id, index.watermark, org_id, index.watermark])
-            _, changed = cur.fetchone()
-        return bool(changed)
+            cur.execute(_PROBE_SQL, _position(index, org_id))
+            return bool(cur.fetchone()[2])
 
     def org_ids(self) -> list[int]:
         """Cached orgs, least recently used first."""
@@ -254,18 +266,21 @@ class EngineCache:
     def _sync(self, org_id: int, index: TenantIndex, *, full: bool) -> tuple[bool, dict[str, float]]:
         """Read what changed since the watermark (everything when ``full``) into the index;
         returns whether any row was read, and the time of each phase in ms."""
-        # xmin is read before the rows, so any transaction the row reads miss has xid >= xmin and
-        # is caught next time. REPEATABLE READ (when we own the transaction) makes nodes and edges
-        # one snapshot, so no edge arrives before the node it points to.
+        # The position is read before the rows, so a transaction the row reads miss is in its
+        # in-progress list or past its xmax, and is caught next time. REPEATABLE READ (when we own
+        # the transaction) makes nodes and edges one snapshot, so no edge arrives before the node
+        # it points to.
         t0 = time.perf_counter()
         info = _vector_info()
         outermost = not connection.in_atomic_block
         if not full:
             with connection.cursor() as cur:
-                cur.execute(_PROBE_SQL, [org_id, index.watermark, org_id, index.watermark])
-                xmin, changed = cur.fetchone()
+                cur.execute(_PROBE_SQL, _position(index, org_id))
+                xmax, xip, changed = cur.fetchone()
             if not changed:
-                index.watermark = xmin
+                # Nothing visible past the old position, so whatever is unread is still running
+                # or starts later: the probe's own snapshot is a valid, tighter position.
+                index.watermark, index.watermark_pending = xmax, tuple(xip)
                 self.stats["syncs"] += 1
                 return False, {"fetch": (time.perf_counter() - t0) * 1000}
         with transaction.atomic():
@@ -273,9 +288,10 @@ class EngineCache:
                 with connection.cursor() as cur:
                     cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             with _binary_cursor(info) as cur:
-                cur.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint", binary=True)
-                xmin = cur.fetchone()[0]
-                cond, params = ("", [org_id]) if full else ("AND txid >= %s::text::xid8", [org_id, index.watermark])
+                cur.execute(f"SELECT {_SNAPSHOT} FROM (SELECT pg_current_snapshot() AS s) AS snap", binary=True)
+                xmax, xip = cur.fetchone()
+                cond = "" if full else "AND " + _CHANGED
+                params = _position(index, org_id)
                 cur.execute(_NODE_SQL.format(cond=cond), params, binary=True)
                 rows = cur.fetchall()
                 cur.execute(_EDGE_SQL.format(cond=cond), params, binary=True)
@@ -300,7 +316,7 @@ class EngineCache:
             del edges
             index.add_edges(src, dst, w, kind)
         t4 = time.perf_counter()
-        index.watermark = xmin
+        index.watermark, index.watermark_pending = xmax, tuple(xip)
         self.stats["syncs"] += 1
         return changed, {"fetch": (t1 - t0) * 1000, "records": (t2 - t1) * 1000, "nodes": (t3 - t2) * 1000,
                          "edges": (t4 - t3) * 1000}

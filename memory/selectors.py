@@ -77,8 +77,10 @@ def resonate_for(
     else:
         # Restricted nodes: granted ones from the ACL table, own ones from the index (selecting them
         # with assets.access.restricted_node_q scans the org's nodes: ~0.3 s at 100k).
-        granted = granted_node_ids(actor) if index.has_scope(Scope.RESTRICTED) else []
         with get_cache().reading(actor.org.id):  # no concurrent catch-up appends to it meanwhile
+            # The grant query only when the org has restricted nodes; under the (shared) read lock
+            # because has_scope reads the index a catch-up may be growing.
+            granted = granted_node_ids(actor) if index.has_scope(Scope.RESTRICTED) else []
             restricted = np.concatenate((np.asarray(granted, dtype=np.int64),
                                          index.restricted_owned_by([actor.owner_key])))
             allowed = index.visibility_mask(owner_keys=[actor.owner_key], team_ids=list(actor.team_ids),

@@ -73,6 +73,7 @@ class TenantIndex:
     ) -> None:
         self.dim = int(dim)
         self.watermark: int = 0  # opaque sync position owned by the Django side
+        self.watermark_pending: tuple[int, ...] = ()  # likewise (transactions in flight at it)
         self._cols = {name: GrowArray(dt, fill=fill) for name, (dt, fill) in _COLUMNS.items()}
         self._local: dict[int, int] = {}
         self.speakers: dict[str, int] = {}  # speaker name (lower case) -> id >= 1

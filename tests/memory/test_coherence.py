@@ -47,3 +47,36 @@ def test_this_process_sees_writes_made_elsewhere(world, client_for):
         other.execute("UPDATE memory_node SET text = %s WHERE id = %s", ["Alpha moved billing to MySQL.", node_id])
     index = get_cache().get(org_id)
     assert index.texts[index.local_of(node_id)] == "Alpha moved billing to MySQL."
+
+
+def test_an_open_transaction_elsewhere_neither_hides_rows_nor_forces_re_reads(world, client_for):
+    """The sync position is a snapshot's xmax plus its in-progress transactions: a transaction left
+    open by another connection (a bulk load, an idle session) does not make every probe report a
+    change (an xmin watermark would, re-reading the same rows under the write lock on every query),
+    and what that transaction writes is read once it commits."""
+    import psycopg
+    from django.db import connection
+
+    from memory.cache import EngineCache
+
+    org_id = world["a"].org.id
+    c = client_for(world["a"].key)
+    node_id = _weave(c, "The staging cluster runs in Frankfurt.")
+    cache = EngineCache()
+    cache.get(org_id)
+    params = connection.get_connection_params()
+    conninfo = {k: v for k, v in params.items() if k in ("dbname", "user", "host", "port", "password")}
+    with psycopg.connect(**conninfo) as other:  # one transaction, open until the block ends
+        other.execute("UPDATE memory_node SET text = %s WHERE id = %s", ["Staging moved to Dublin.", node_id])
+        second = _weave(c, "The on-call rota changes on Mondays.")  # commits while `other` is open
+        index = cache.get(org_id)
+        assert index.local_of(second) is not None
+        assert index.texts[index.local_of(node_id)] == "The staging cluster runs in Frankfurt."
+        syncs = cache.stats["syncs"]
+        for _ in range(3):  # nothing new is visible: the lock-free probe answers, no catch-up runs
+            assert not cache._changed(org_id, index)
+            cache.get(org_id)
+        assert cache.stats["syncs"] == syncs
+    index = cache.get(org_id)  # `other` committed: its update is read now
+    assert index.texts[index.local_of(node_id)] == "Staging moved to Dublin."
+    assert not cache._changed(org_id, index)
