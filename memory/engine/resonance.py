@@ -379,7 +379,7 @@ def _merge_lists(a_ids, a_sc, b_ids, b_sc):
     return ids, np.linspace(1.0, 0.5, ids.size) if ids.size else np.empty(0)
 
 
-# Values closer than this (relative, at least absolute) rank as ties. Cosines come from float32
+# Values closer than this (relative) rank as ties. Cosines come from float32
 # vectors and window means are summed in member order, so two mathematically equal values can
 # differ in the 7th digit; ordering them by that noise instead of by id made the ranking depend on
 # the CPU's summation order (an AVX-512 host ranked a tie differently from the reference).
@@ -387,8 +387,10 @@ RANK_TIE_EPS = 1e-6
 
 
 def rank_order(values: np.ndarray, tie: np.ndarray, eps: float = RANK_TIE_EPS) -> np.ndarray:
-    """Indices by descending value; a run of values each within ``eps`` of the previous one is a
-    tie group, ordered by ``tie`` ascending. NaN counts as -inf (last)."""
+    """Indices by descending value; a run of values each within ``eps`` (relative) of the previous
+    one is a tie group, ordered by ``tie`` ascending. NaN counts as -inf (last). A run may chain
+    past ``eps`` in total; that needs values packed at 1e-6 relative spacing, which real scores
+    are not, and chaining (unlike a fixed grid) never splits two equal-but-noisy values apart."""
     v = np.where(np.isnan(values), -np.inf, np.asarray(values, dtype=np.float64))
     order = np.lexsort((tie, -v))
     if v.size < 2:
@@ -397,8 +399,10 @@ def rank_order(values: np.ndarray, tie: np.ndarray, eps: float = RANK_TIE_EPS) -
     fin = np.isfinite(sv)
     with np.errstate(invalid="ignore"):  # -inf - -inf: NaN, which is "not a new group"
         gap = sv[:-1] - sv[1:]
-    # The -inf (NaN) tail is a group of its own, never part of the last finite value's group.
-    new = (gap > eps * np.maximum(1.0, np.abs(np.where(fin[1:], sv[1:], 0.0)))) | (fin[:-1] != fin[1:])
+    # Relative to the larger of the two (scores of decayed memories are far below 1 and still
+    # distinct); the -inf (NaN) tail is a group of its own, never part of a finite value's group.
+    a, b = np.where(fin[:-1], sv[:-1], 0.0), np.where(fin[1:], sv[1:], 0.0)
+    new = (gap > eps * np.maximum(np.abs(a), np.abs(b))) | (fin[:-1] != fin[1:])
     group = np.concatenate(([0], np.cumsum(new)))
     return order[np.lexsort((np.asarray(tie)[order], group))]
 

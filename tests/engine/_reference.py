@@ -106,7 +106,7 @@ def _rank_recip(values: dict[int, float], k: int) -> dict[int, float]:
     # Near-ties (each within RANK_TIE_EPS of the previous value, relative) form one group, by id.
     ranked, group = [], []
     for i in ok:
-        if group and values[group[-1]] - values[i] > RANK_TIE_EPS * max(1.0, abs(values[i])):
+        if group and values[group[-1]] - values[i] > RANK_TIE_EPS * max(abs(values[group[-1]]), abs(values[i])):
             ranked += sorted(group)
             group = []
         group.append(i)

@@ -323,3 +323,11 @@ def test_rank_order_groups_near_ties_by_id() -> None:
     # Without grouping the larger of the two near-equal values would come first.
     assert np.lexsort((tie, -np.nan_to_num(v, nan=-np.inf)))[2] == 1
     assert rank_order(np.array([1.0]), np.array([0])).tolist() == [0]
+
+
+def test_rank_order_is_relative_for_small_scores() -> None:
+    """Diffusion scores of decayed memories sit far below 1e-6 and are still ranked by value."""
+    from memory.engine.resonance import rank_order
+
+    v = np.array([1e-9, 5e-9, 3e-9, 0.0, 0.0])
+    assert rank_order(v, np.array([0, 1, 2, 3, 4])).tolist() == [1, 2, 0, 3, 4]
