@@ -12,13 +12,17 @@ from .errors import error_response
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
+def request_id_for(incoming: str) -> str:
+    """The caller's X-Request-Id when it is safe to log, else a fresh one."""
+    return incoming if _SAFE_ID.match(incoming) else uuid.uuid4().hex
+
+
 class RequestIdMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        incoming = request.headers.get("X-Request-Id", "")
-        request.request_id = incoming if _SAFE_ID.match(incoming) else uuid.uuid4().hex
+        request.request_id = request_id_for(request.headers.get("X-Request-Id", ""))
         response = self.get_response(request)
         response["X-Request-Id"] = request.request_id
         return response

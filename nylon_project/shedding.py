@@ -38,7 +38,7 @@ class LoadShedder:
             if self.shed == 1 or self.shed % 100 == 0:
                 log.warning("shedding load: %d requests in flight (limit %d), %d refused so far",
                             self.inflight, self.limit, self.shed)
-            return await _busy(send, self.limit)
+            return await _busy(scope, send, self.limit)
         self.inflight += 1
         try:
             return await self.app(scope, receive, send)
@@ -46,11 +46,19 @@ class LoadShedder:
             self.inflight -= 1
 
 
-async def _busy(send, limit: int) -> None:
-    from .errors import error_body
+async def _busy(scope, send, limit: int) -> None:
+    """The API's error shape with a request id (the caller's X-Request-Id when safe), like every
+    other error, answered before Django sees the request."""
+    from types import SimpleNamespace
 
-    body = json.dumps(error_body("overloaded", f"This server has {limit} requests in flight; retry shortly.")).encode()
+    from .errors import error_body
+    from .middleware import request_id_for
+
+    incoming = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
+    rid = request_id_for(incoming)
+    body = json.dumps(error_body("overloaded", f"This server has {limit} requests in flight; retry shortly.",
+                                 request=SimpleNamespace(request_id=rid))).encode()
     await send({"type": "http.response.start", "status": 503,
                 "headers": [(b"content-type", b"application/json"), (b"retry-after", b"1"),
-                            (b"content-length", str(len(body)).encode())]})
+                            (b"x-request-id", rid.encode()), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
