@@ -94,14 +94,23 @@ def django_database_config(url: str) -> dict:
         # bounds them (a request waits up to `timeout` s for one, then answers a retryable 503)
         # and checks each connection before handing it out (CONN_HEALTH_CHECKS), which is how a
         # Postgres restart heals.
+        # While Postgres is unreachable, the circuit breaker (nylon_project/postgresql/breaker.py)
+        # answers that 503 at once instead of after the whole wait; BreakerConnection tells it
+        # what each connect found. The pool stops retrying in the background after one breaker
+        # window (psycopg-pool's back-off would otherwise put its next try up to minutes away):
+        # from then the breaker's probe notices the restart, and the next getconn connects at once.
+        from nylon_project.postgresql.breaker import BreakerConnection, breaker_window
+
         options["pool"] = {
             "min_size": int(os.environ.get("NYLON_DB_POOL_MIN", "1")),
             "max_size": int(os.environ.get("NYLON_DB_POOL_MAX", "10")),
             "timeout": float(os.environ.get("NYLON_DB_POOL_TIMEOUT", "10")),
             "max_idle": 60.0,
+            "connection_class": BreakerConnection,
+            "reconnect_timeout": max(breaker_window(), 1.0),
         }
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        "ENGINE": "nylon_project.postgresql",  # django.db.backends.postgresql + the circuit breaker
         "NAME": (parts.path or "/").lstrip("/") or DEFAULT_DB_NAME,
         "USER": parts.username or "postgres",
         "PASSWORD": parts.password or "",
