@@ -736,10 +736,10 @@ def enqueue_pending_followups(*, grace_secs: float, batch: int = FOLLOWUP_SWEEP_
     return len(sent)
 
 
-def followup_counts(*, org_id: int, grace_secs: float, max_attempts: int = FOLLOWUP_MAX_ATTEMPTS) -> dict:
-    """Unfinished follow-ups of an org: all, overdue (past the grace period: their message was lost
-    or their task keeps failing) and given up."""
+def followup_counts(*, org_id: int | None, grace_secs: float, max_attempts: int = FOLLOWUP_MAX_ATTEMPTS) -> dict:
+    """Unfinished follow-ups of an org (``org_id=None``: of every org, for /healthz): all, overdue
+    (past the grace period: their message was lost or their task keeps failing) and given up."""
     cutoff = timezone.now() - timedelta(seconds=grace_secs)
-    qs = Followup.objects.filter(org_id=org_id)
+    qs = Followup.objects.all() if org_id is None else Followup.objects.filter(org_id=org_id)
     return {"pending": qs.count(), "overdue": qs.filter(created_at__lt=cutoff).count(),
             "given_up": qs.filter(attempts__gte=max_attempts).count()}

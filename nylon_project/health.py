@@ -1,4 +1,5 @@
-"""/healthz: database (with pgvector), Redis, Celery worker ping, embedder and LLM state."""
+"""/healthz: database (with pgvector), Redis, Celery worker ping, embedder and LLM state, and the
+post-commit follow-ups still owed."""
 
 from __future__ import annotations
 
@@ -55,6 +56,25 @@ def _embedder() -> dict:
     return emb.state.as_dict()
 
 
+def _followups() -> dict:
+    """Post-commit follow-ups (conflict checks) still owed, over every org. Overdue ones lost their
+    message or keep failing (the sweep re-sends them); given-up ones are no longer re-sent and need
+    an operator: either makes the service degraded, since writes are then missing their checks."""
+    from memory.services import FOLLOWUP_MAX_ATTEMPTS, followup_counts
+    from nylon_project.celery import FOLLOWUP_GRACE_SECS
+
+    counts = followup_counts(org_id=None, grace_secs=FOLLOWUP_GRACE_SECS)
+    reasons = []
+    if counts["given_up"]:
+        reasons.append(f"{counts['given_up']} given up after {FOLLOWUP_MAX_ATTEMPTS} re-sends")
+    if counts["overdue"]:
+        reasons.append(f"{counts['overdue']} of {counts['pending']} pending are overdue (older than "
+                       f"NYLON_FOLLOWUP_GRACE_SECS = {FOLLOWUP_GRACE_SECS:g} s)")
+    if reasons:
+        return {"status": "degraded", "detail": "post-commit follow-ups: " + "; ".join(reasons), **counts}
+    return counts
+
+
 def _llm() -> dict:
     try:
         from reflection.llm import llm_state
@@ -70,6 +90,7 @@ def healthz(request):
         "worker": _timed(_worker),
         "embedder": _timed(_embedder),
         "llm": _timed(_llm),
+        "followups": _timed(_followups),
     }
     core_ok = all(checks[name]["status"] == "ok" for name in ("database", "redis", "worker"))
     degraded = [name for name, c in checks.items() if c["status"] not in ("ok", "disabled")]
