@@ -318,9 +318,15 @@ def record_recall(*, node_ids: list[int]) -> None:
                                                     tension_updated_at=now)
 
 
-def reembed_missing(*, org_id: int | None = None, node_ids: Sequence[int] | None = None, batch: int = 256) -> int:
+def reembed_missing(*, org_id: int | None = None, node_ids: Sequence[int] | None = None, batch: int = 256,
+                    follow_up: bool = True) -> int:
     """Fill vectors of nodes written while the embedder failed (or by a bulk ingest without
-    embedding); returns how many were filled."""
+    embedding); returns how many were filled.
+
+    ``follow_up``: queue each filled node's conflict check again (``followup_create``). The check
+    that ran at write time skipped it (candidates are found by vector), so without this a node
+    written during an embedder outage would never be checked. Bulk enrichment passes False: it
+    queues the checks of its chunks itself, after linking them."""
     qs = Node.objects.filter(embedded=False, deleted_at__isnull=True)
     if org_id is not None:
         qs = qs.filter(org_id=org_id)
@@ -329,15 +335,20 @@ def reembed_missing(*, org_id: int | None = None, node_ids: Sequence[int] | None
     done = 0
     embedder = get_embedder()
     while True:
-        rows = list(qs.order_by("id").values_list("id", "text")[:batch])
+        rows = list(qs.order_by("id").values_list("id", "org_id", "text")[:batch])
         if not rows:
             return done
-        vectors = embedder.passages([t for _, t in rows])
+        vectors = embedder.passages([t for _, _, t in rows])
         if vectors is None:
             return done  # still down; the next run retries
         with transaction.atomic():
-            for (nid, _), vec in zip(rows, vectors, strict=True):
-                Node.objects.filter(id=nid, embedded=False).update(embedding=vec, embedded=True)
+            filled: dict[int, list[int]] = {}
+            for (nid, oid, _), vec in zip(rows, vectors, strict=True):
+                if Node.objects.filter(id=nid, embedded=False).update(embedding=vec, embedded=True):
+                    filled.setdefault(oid, []).append(nid)
+            if follow_up:
+                for oid, ids in filled.items():
+                    followup_create(org_id=oid, node_ids=ids)
         done += len(rows)
 
 
@@ -663,7 +674,7 @@ def enrich_batch(*, batch_id: int) -> dict:
     ids = sorted(batch.node_ids)
     try:
         if batch.embed_pending:
-            reembed_missing(org_id=batch.org_id, node_ids=ids)
+            reembed_missing(org_id=batch.org_id, node_ids=ids, follow_up=False)
             if Node.objects.filter(id__in=ids, embedded=False, deleted_at__isnull=True).exists():
                 IngestBatch.objects.filter(pk=batch_id).update(error="embedder unavailable: vectors pending")
                 return {"batch": batch_id, "status": IngestBatch.Status.PENDING}

