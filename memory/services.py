@@ -719,21 +719,32 @@ def enqueue_pending_batches(*, retry_after_secs: float = 300, max_attempts: int 
 # --- post-commit follow-ups ----------------------------------------------------------------------
 
 FOLLOWUP_SWEEP_BATCH = 200
-FOLLOWUP_MAX_ATTEMPTS = 10
+FOLLOWUP_MAX_ATTEMPTS = 10  # re-sends after which a follow-up counts as failing (it is still re-sent)
+FOLLOWUP_MAX_BACKOFF = 6  # the wait before a re-send doubles per attempt, up to 2**6 grace periods
+
+
+def _followup_due(now, grace_secs: float) -> Q:
+    """Never re-sent and older than the grace period, or re-sent ``a`` times and not for
+    ``grace * 2**a`` (capped): a check stuck behind a long backlog or a worker outage is re-sent
+    ever more rarely instead of every minute, and never abandoned."""
+    due = Q(sent_at__isnull=True, created_at__lt=now - timedelta(seconds=grace_secs))
+    for a in range(FOLLOWUP_MAX_BACKOFF):
+        due |= Q(attempts=a, sent_at__lt=now - timedelta(seconds=grace_secs * 2 ** a))
+    return due | Q(attempts__gte=FOLLOWUP_MAX_BACKOFF,
+                   sent_at__lt=now - timedelta(seconds=grace_secs * 2 ** FOLLOWUP_MAX_BACKOFF))
 
 
 def enqueue_pending_followups(*, grace_secs: float, batch: int = FOLLOWUP_SWEEP_BATCH,
                               max_attempts: int = FOLLOWUP_MAX_ATTEMPTS) -> int:
     """Beat: re-send follow-ups still pending ``grace_secs`` after their write (the send at commit
-    was lost: broker down, worker killed past its retries) or after their last re-send. Returns
-    how many reached the broker; those are stamped, the others stay due for the next run."""
+    was lost: broker down, worker killed past its retries), backing off per re-send
+    (``_followup_due``). Returns how many reached the broker; those are stamped, the others stay
+    due for the next run."""
     from reflection import hooks
 
     now = timezone.now()
-    cutoff = now - timedelta(seconds=grace_secs)
     # Never re-sent first, then the longest waiting, so rows that keep failing cannot starve the rest.
-    due = list(Followup.objects.filter(attempts__lt=max_attempts)
-               .filter(Q(sent_at__isnull=True, created_at__lt=cutoff) | Q(sent_at__lt=cutoff))
+    due = list(Followup.objects.filter(_followup_due(now, grace_secs))
                .order_by(F("sent_at").asc(nulls_first=True), "id")
                .values_list("id", "org_id", "node_ids")[:batch])
     sent = [fid for fid, org_id, node_ids in due
@@ -741,16 +752,17 @@ def enqueue_pending_followups(*, grace_secs: float, batch: int = FOLLOWUP_SWEEP_
     if sent:
         Followup.objects.filter(id__in=sent).update(sent_at=now, attempts=F("attempts") + 1)
         log.warning("re-sent %d post-commit follow-ups pending for over %ss", len(sent), grace_secs)
-    given_up = Followup.objects.filter(attempts__gte=max_attempts).count()  # small table: unfinished work only
-    if given_up:
-        log.error("%d post-commit follow-ups failed %d times and are no longer re-sent", given_up, max_attempts)
+    failing = Followup.objects.filter(attempts__gte=max_attempts).count()  # small table: unfinished work only
+    if failing:
+        log.error("%d post-commit follow-ups were re-sent %d times and are still not done", failing, max_attempts)
     return len(sent)
 
 
 def followup_counts(*, org_id: int | None, grace_secs: float, max_attempts: int = FOLLOWUP_MAX_ATTEMPTS) -> dict:
     """Unfinished follow-ups of an org (``org_id=None``: of every org, for /healthz): all, overdue
-    (past the grace period: their message was lost or their task keeps failing) and given up."""
+    (past the grace period: their message was lost or their task keeps failing) and failing
+    (re-sent ``max_attempts`` times; still re-sent, ever more rarely, until the work succeeds)."""
     cutoff = timezone.now() - timedelta(seconds=grace_secs)
     qs = Followup.objects.all() if org_id is None else Followup.objects.filter(org_id=org_id)
     return {"pending": qs.count(), "overdue": qs.filter(created_at__lt=cutoff).count(),
-            "given_up": qs.filter(attempts__gte=max_attempts).count()}
+            "failing": qs.filter(attempts__gte=max_attempts).count()}

@@ -58,15 +58,16 @@ def _embedder() -> dict:
 
 def _followups() -> dict:
     """Post-commit follow-ups (conflict checks) still owed, over every org. Overdue ones lost their
-    message or keep failing (the sweep re-sends them); given-up ones are no longer re-sent and need
-    an operator: either makes the service degraded, since writes are then missing their checks."""
+    message or keep failing (the sweep re-sends them, backing off); failing ones were re-sent
+    ``FOLLOWUP_MAX_ATTEMPTS`` times already. Either makes the service degraded, since writes are
+    then missing their checks; both clear by themselves once the work succeeds."""
     from memory.services import FOLLOWUP_MAX_ATTEMPTS, followup_counts
     from nylon_project.celery import FOLLOWUP_GRACE_SECS
 
     counts = followup_counts(org_id=None, grace_secs=FOLLOWUP_GRACE_SECS)
     reasons = []
-    if counts["given_up"]:
-        reasons.append(f"{counts['given_up']} given up after {FOLLOWUP_MAX_ATTEMPTS} re-sends")
+    if counts["failing"]:
+        reasons.append(f"{counts['failing']} still not done after {FOLLOWUP_MAX_ATTEMPTS} re-sends")
     if counts["overdue"]:
         reasons.append(f"{counts['overdue']} of {counts['pending']} pending are overdue (older than "
                        f"NYLON_FOLLOWUP_GRACE_SECS = {FOLLOWUP_GRACE_SECS:g} s)")

@@ -130,11 +130,23 @@ def test_the_sweep_resends_only_overdue_unfinished_work(world, sent, caplog):
     sent.broker_up = True
     assert services.enqueue_pending_followups(grace_secs=120) == 1
 
-    # A check that keeps failing is given up after max_attempts, and stays counted.
-    Followup.objects.filter(id=overdue).update(attempts=services.FOLLOWUP_MAX_ATTEMPTS)
-    age(overdue, column="sent_at")
+    # Re-sends back off: after a attempts the row waits grace * 2**a (capped at 2**6) since its last one.
+    assert Followup.objects.get(id=overdue).attempts == 3
+    age(overdue, column="sent_at", secs=120 * 2 ** 3 - 30)
     assert services.enqueue_pending_followups(grace_secs=120) == 0
-    assert services.followup_counts(org_id=org_id, grace_secs=120) == {"pending": 2, "overdue": 1, "given_up": 1}
+    age(overdue, column="sent_at", secs=120 * 2 ** 3 + 30)
+    assert services.enqueue_pending_followups(grace_secs=120) == 1
+
+    # A check that keeps failing counts as failing after max_attempts, and is still re-sent (at the
+    # capped back-off) so it clears by itself once the worker or the database is back.
+    Followup.objects.filter(id=overdue).update(attempts=services.FOLLOWUP_MAX_ATTEMPTS)
+    age(overdue, column="sent_at", secs=120 * 2 ** services.FOLLOWUP_MAX_BACKOFF - 30)
+    assert services.enqueue_pending_followups(grace_secs=120) == 0
+    assert services.followup_counts(org_id=org_id, grace_secs=120) == {"pending": 2, "overdue": 1, "failing": 1}
+    age(overdue, column="sent_at", secs=120 * 2 ** services.FOLLOWUP_MAX_BACKOFF + 30)
+    assert services.enqueue_pending_followups(grace_secs=120) == 1
+    conflicts.detect_followup(followup_id=overdue)  # the work finally runs: nothing failing any more
+    assert services.followup_counts(org_id=org_id, grace_secs=120) == {"pending": 1, "overdue": 0, "failing": 0}
     assert Followup.objects.filter(id=fresh, sent_at__isnull=True).exists()  # fresh: never touched
 
 
@@ -155,5 +167,5 @@ def test_background_status_shows_pending_followups_of_the_org(world, client_for)
     f = services.followup_create(org_id=a.org.id, node_ids=[1])
     age(f.id)
     body = client_for(a.key).get("/api/v1/background/status").json()
-    assert body["followups"] == {"pending": 1, "overdue": 1, "given_up": 0}
+    assert body["followups"] == {"pending": 1, "overdue": 1, "failing": 0}
     assert client_for(b.key).get("/api/v1/background/status").json()["followups"]["pending"] == 0

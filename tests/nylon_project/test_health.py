@@ -40,7 +40,7 @@ def test_healthz_shows_a_failing_embedder_as_degraded(celery_worker_process):
     assert "embedding service down" in body["checks"]["embedder"]["detail"]
 
 
-def test_healthz_counts_post_commit_followups_of_every_org_and_degrades_on_overdue_or_given_up(
+def test_healthz_counts_post_commit_followups_of_every_org_and_degrades_on_overdue_or_failing(
         world, celery_worker_process):
     from datetime import timedelta
 
@@ -56,29 +56,29 @@ def test_healthz_counts_post_commit_followups_of_every_org_and_degrades_on_overd
     fresh = services.followup_create(org_id=world["a"].org.id, node_ids=[1])
     body, check = followups()
     assert check["status"] == "ok", check  # owed, but within its grace period: normal
-    assert (check["pending"], check["overdue"], check["given_up"]) == (1, 0, 0)
+    assert (check["pending"], check["overdue"], check["failing"]) == (1, 0, 0)
     assert "followups" not in body["degraded"]
 
-    # Another org's rows count too: the figure is global. One lost its message, one was given up.
+    # Another org's rows count too: the figure is global. One lost its message, one keeps failing.
     long_ago = timezone.now() - timedelta(hours=1)
     overdue = services.followup_create(org_id=world["b"].org.id, node_ids=[2])
-    given_up = services.followup_create(org_id=world["b"].org.id, node_ids=[3])
-    Followup.objects.filter(id__in=[overdue.id, given_up.id]).update(created_at=long_ago)
+    failing = services.followup_create(org_id=world["b"].org.id, node_ids=[3])
+    Followup.objects.filter(id__in=[overdue.id, failing.id]).update(created_at=long_ago)
     body, check = followups()
-    assert (check["pending"], check["overdue"], check["given_up"]) == (3, 2, 0)
+    assert (check["pending"], check["overdue"], check["failing"]) == (3, 2, 0)
     assert check["status"] == "degraded" and body["status"] == "degraded", body
     assert "followups" in body["degraded"]
     assert "2 of 3 pending are overdue" in check["detail"], check
 
-    Followup.objects.filter(id=given_up.id).update(attempts=services.FOLLOWUP_MAX_ATTEMPTS)
+    Followup.objects.filter(id=failing.id).update(attempts=services.FOLLOWUP_MAX_ATTEMPTS)
     body, check = followups()
-    assert check["given_up"] == 1 and check["status"] == "degraded"
-    assert f"1 given up after {services.FOLLOWUP_MAX_ATTEMPTS} re-sends" in check["detail"], check
+    assert check["failing"] == 1 and check["status"] == "degraded"
+    assert f"1 still not done after {services.FOLLOWUP_MAX_ATTEMPTS} re-sends" in check["detail"], check
     assert Client().get("/healthz").status_code == 200  # degraded, not down: the API still serves
 
-    Followup.objects.filter(id__in=[fresh.id, overdue.id, given_up.id]).delete()
+    Followup.objects.filter(id__in=[fresh.id, overdue.id, failing.id]).delete()
     body, check = followups()
-    assert check["status"] == "ok" and (check["pending"], check["given_up"]) == (0, 0)
+    assert check["status"] == "ok" and (check["pending"], check["failing"]) == (0, 0)
 
 
 def test_schema_and_docs_are_served(db):
