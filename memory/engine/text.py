@@ -850,7 +850,8 @@ def _scan(text: str) -> list[tuple[int, int, re.Match[str], _Handler]]:
 
 
 # Every pattern above needs a digit or one of these words; a text with neither cannot match, so
-# ``has_time_expression`` skips the ~20 pattern scans for it (most turns: 0.4 ms -> 3 us each).
+# ``has_time_expression`` and ``resolve_times`` skip the ~20 pattern scans for it (most turns:
+# 0.15 ms -> 3 us each; 2,455 of LoCoMo's 2,760 turns have no trigger).
 _TIME_TRIGGER = re.compile(
     r"\d|\b(?:yesterday|today|tonight|tomorrow|night|morning|afternoon|evening|week|weekend|month|year|ago"
     rf"|spring|summer|fall|autumn|winter|{_WD_FULL}|{_WD_ABBR}|{_MON_ALT[3:-1]})\b",
@@ -885,6 +886,8 @@ def resolve_times(text: str, ref: datetime | date) -> list[TimeMention]:
     nearest ``ref``. Mentions are returned in text order without overlaps.
     """
     text = _normalise_quotes(text)
+    if _TIME_TRIGGER.search(text) is None:  # ~90% of conversational turns: skip the pattern scans
+        return []
     ref_day = ref.date() if isinstance(ref, datetime) else ref
     sentences = _sentence_bounds(text)
     out: list[TimeMention] = []
