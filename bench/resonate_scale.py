@@ -530,6 +530,57 @@ def measure_warm(actor, queries: list[tuple[str, np.ndarray]], rounds: int, conn
           f"{'MET' if med <= 1.0 else 'NOT MET'}")
 
 
+def measure_stages(actor, queries: list[tuple[str, np.ndarray]]) -> None:
+    """Where a warm resonate spends its time: a timer around each engine stage (nested stages
+    overlap: a BM25 query also runs inside the window and feedback passes). Each query once, after
+    a warm-up; the stage functions are restored afterwards."""
+    import memory.engine.bm25 as bm25_mod
+    import memory.engine.index as index_mod
+    import memory.engine.resonance as res_mod
+    import memory.engine.vectors as vec_mod
+    import memory.engine.windows as win_mod
+
+    spent: dict[str, float] = {}
+    patched: list[tuple[object, str, object]] = []
+
+    def timed(owner, name: str, label: str) -> None:
+        fn = getattr(owner, name)
+
+        def run(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.perf_counter() - t
+
+        patched.append((owner, name, fn))
+        setattr(owner, name, run)
+
+    for name in ("window_vector_top", "_prf_list", "_vector_feedback", "diffuse", "_rank_final",
+                 "_session_scores", "_speaker_match", "fuse_seeds"):
+        timed(res_mod, name, name.lstrip("_"))
+    for cls, name in ((bm25_mod.BM25Index, "query"), (bm25_mod.BM25Query, "top"),
+                      (vec_mod.VectorIndex, "search"), (win_mod.ContextWindows, "query"),
+                      (index_mod.TenantIndex, "visibility_mask"), (index_mod.TenantIndex, "seedable_mask")):
+        timed(cls, name, f"{cls.__name__}.{name}")
+    try:
+        for q, qv in queries[:20]:
+            resonate_for(actor=actor, query=q, query_vec=qv)
+        spent.clear()
+        total = engine = 0.0
+        for q, qv in queries:
+            out = resonate_for(actor=actor, query=q, query_vec=qv)
+            total += out.total_ms
+            engine += out.result.elapsed_ms
+    finally:
+        for owner, name, fn in reversed(patched):
+            setattr(owner, name, fn)
+    n = len(queries)
+    print(f"stages, mean per query over {n} warm queries: resonate_for {total / n:.2f} ms, engine {engine / n:.2f} ms")
+    for label, secs in sorted(spent.items(), key=lambda x: -x[1]):
+        print(f"  {label:28s} {secs / n * 1000:6.2f} ms")
+
+
 def measure_embedding(queries: list[tuple[str, np.ndarray]], count: int) -> None:
     from memory.embedding import get_embedder
 
@@ -559,6 +610,8 @@ def main() -> None:
     ap.add_argument("--load-only", action="store_true", help="create the org's data, measure nothing")
     ap.add_argument("--org", default=ORG, help="slug of the synthetic org")
     ap.add_argument("--ef-search", type=int, default=0, help="hnsw.ef_search of the raw query (0: default)")
+    ap.add_argument("--stages", action="store_true",
+                    help="only the per-stage time of warm resonates (timers around engine stages)")
     args = ap.parse_args()
 
     org, users, agents, teams = ensure_org(args.org)
@@ -590,6 +643,10 @@ def main() -> None:
     queries = data["queries"][: args.queries]
     del data
     gc.collect()
+    if args.stages:
+        cache_mod.get_cache().get(org.id)
+        measure_stages(actor, queries)
+        return
     if not args.skip_cold:
         measure_build(org.id, args.builds)
         measure_cold_first_query(actor, queries)
