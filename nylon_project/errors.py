@@ -96,10 +96,12 @@ def _audit_denial(exc, context) -> None:
                         url_kwargs=context.get("kwargs") or {}, request_id=getattr(request._request, "request_id", ""))
 
 
-def error_body(code: str, message: str, *, fields: dict | None = None, request=None) -> dict:
-    """The one error shape, with the request's id when it has one (``RequestIdMiddleware``)."""
+def error_body(code: str, message: str, *, fields: dict | None = None, request=None,
+               request_id: str | None = None) -> dict:
+    """The one error shape, with the request's id (``RequestIdMiddleware`` puts it on the request;
+    code that answers before Django, such as the load shedder, passes it directly)."""
     body: dict = {"error": {"code": code, "message": message, "fields": fields or {}}}
-    request_id = getattr(request, "request_id", None)
+    request_id = request_id or getattr(request, "request_id", None)
     if request_id:
         body["request_id"] = request_id
     return body

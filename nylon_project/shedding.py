@@ -49,15 +49,13 @@ class LoadShedder:
 async def _busy(scope, send, limit: int) -> None:
     """The API's error shape with a request id (the caller's X-Request-Id when safe), like every
     other error, answered before Django sees the request."""
-    from types import SimpleNamespace
-
     from .errors import error_body
     from .middleware import request_id_for
 
     incoming = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
     rid = request_id_for(incoming)
     body = json.dumps(error_body("overloaded", f"This server has {limit} requests in flight; retry shortly.",
-                                 request=SimpleNamespace(request_id=rid))).encode()
+                                 request_id=rid)).encode()
     await send({"type": "http.response.start", "status": 503,
                 "headers": [(b"content-type", b"application/json"), (b"retry-after", b"1"),
                             (b"x-request-id", rid.encode()), (b"content-length", str(len(body)).encode())]})
