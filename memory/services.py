@@ -37,6 +37,7 @@ from .models import (
     SourceKind,
     Visibility,
 )
+from .nearest import nearest_sql
 
 log = logging.getLogger("nylon.memory")
 
@@ -282,18 +283,19 @@ def _neighbour_links(*, org_id: int, owner: tuple[str, int], nodes: list[tuple[i
                         links.append((other, nid, EdgeKind.ENTITY))
                     earlier.insert(0, nid)  # later turns of this batch link to this one first
         # Similar: nearest earlier nodes of the owner by cosine, kept only above a threshold.
-        # One LATERAL query for the whole batch (each probe uses the HNSW index).
+        # One LATERAL query for the whole batch (memory/nearest.py: exact over the owner's recent
+        # nodes, the HNSW index beyond them).
         with_vec = [nid for nid, _, has_vec in nodes if has_vec]
         if with_vec:
+            where = f"""m.org_id = %(org)s AND m.{owner_sql} = %(owner)s AND m.deleted_at IS NULL
+                        AND m.embedding IS NOT NULL AND NOT (m.id = ANY(%(new)s))
+                        {"AND m.id < %(before)s" if before else ""}"""
             cur.execute(
                 f"""SELECT n.id, c.id, c.sim FROM memory_node n, LATERAL (
-                        SELECT m.id, 1 - (m.embedding <=> n.embedding) AS sim FROM memory_node m
-                        WHERE m.org_id = %s AND m.{owner_sql} = %s AND m.deleted_at IS NULL
-                          AND m.embedding IS NOT NULL AND NOT (m.id = ANY(%s))
-                          {"AND m.id < %s" if before else ""}
-                        ORDER BY m.embedding <=> n.embedding LIMIT %s) c
-                    WHERE n.id = ANY(%s)""",
-                [org_id, owner_id, new_ids, *before, SIMILAR_PER_NODE, with_vec],
+                        {nearest_sql(where=where, query="n.embedding", limit="%(limit)s")}) c
+                    WHERE n.id = ANY(%(with_vec)s)""",
+                {"org": org_id, "owner": owner_id, "new": new_ids, "before": before_id,
+                 "limit": SIMILAR_PER_NODE, "with_vec": with_vec},
             )
             for nid, other, sim in cur.fetchall():
                 if sim >= SIMILAR_MIN_COSINE:

@@ -86,6 +86,13 @@ def django_database_config(url: str) -> dict:
     query = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p)
     host = query.pop("host", None) or parts.hostname or ""
     options: dict = dict(query)
+    # Every filtered vector query (similar-edge linking, conflict candidates, bridge dedup, the
+    # cold-cache fallback) filters by org and owner after the HNSW scan, and a plain scan stops
+    # after hnsw.ef_search index tuples: in a shared table other tenants' nearer vectors (or dead
+    # tuples) can fill all of them and the query finds nothing. Iterative scans (pgvector >= 0.8)
+    # go on until the LIMIT is met, in exact distance order.
+    options["options"] = " ".join(filter(None, [options.get("options", ""),
+                                                "-c hnsw.iterative_scan=strict_order"]))
     pooled = os.environ.get("NYLON_DB_POOL", "1").strip().lower() not in {"0", "false", "no", "off"}
     if pooled:
         # A psycopg pool per process. Under ASGI every request runs its sync view in a thread of

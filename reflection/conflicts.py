@@ -20,6 +20,7 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from assets import audit
 from memory.engine.weave import EDGE_WEIGHTS
 from memory.models import Edge, EdgeKind, Followup, Node
+from memory.nearest import nearest_sql
 from memory.selectors import visible_nodes
 from nylon_project import events
 from teams.models import Organization
@@ -48,11 +49,12 @@ def _candidates(node: Node) -> list[tuple[int, float]]:
     vec = "[" + ",".join(f"{x:.6f}" for x in node.embedding) + "]"
     with connection.cursor() as cur:
         cur.execute(
-            f"""SELECT id, 1 - (embedding <=> %s::vector) FROM memory_node
-                WHERE org_id = %s AND {owner_sql} = %s AND kind = %s AND id <> %s AND deleted_at IS NULL
-                  AND valid_to IS NULL AND embedding IS NOT NULL
-                ORDER BY embedding <=> %s::vector LIMIT %s""",
-            [vec, node.org_id, owner_id, node.kind, node.id, vec, CANDIDATES],
+            nearest_sql(where=f"""m.org_id = %(org)s AND m.{owner_sql} = %(owner)s AND m.kind = %(kind)s
+                                  AND m.id <> %(id)s AND m.deleted_at IS NULL AND m.valid_to IS NULL
+                                  AND m.embedding IS NOT NULL""",
+                        query="%(vec)s::vector", limit="%(limit)s"),
+            {"org": node.org_id, "owner": owner_id, "kind": node.kind, "id": node.id, "vec": vec,
+             "limit": CANDIDATES},
         )
         return cur.fetchall()
 

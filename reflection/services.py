@@ -23,6 +23,7 @@ from assets import audit
 from memory.embedding import get_embedder
 from memory.engine.weave import EDGE_WEIGHTS, weave_silks
 from memory.models import Edge, EdgeKind, MemorySession, Node, NodeKind, SourceKind, Visibility
+from memory.nearest import nearest_sql
 from nylon_project import events
 
 from . import heuristics, llm
@@ -278,13 +279,14 @@ def reflect_session(*, session_id: int) -> dict:
 
 
 def _near_bridge(session: MemorySession, vec) -> bool:
+    where = """m.org_id = %(org)s AND m.kind = 'bridge' AND m.deleted_at IS NULL AND m.embedding IS NOT NULL
+               AND m.owner_user_id IS NOT DISTINCT FROM %(user)s
+               AND m.owner_agent_id IS NOT DISTINCT FROM %(agent)s"""
     with connection.cursor() as cur:
         cur.execute(
-            """SELECT 1 - (embedding <=> %s::vector) FROM memory_node
-               WHERE org_id = %s AND kind = 'bridge' AND deleted_at IS NULL AND embedding IS NOT NULL
-                 AND owner_user_id IS NOT DISTINCT FROM %s AND owner_agent_id IS NOT DISTINCT FROM %s
-               ORDER BY embedding <=> %s::vector LIMIT 1""",
-            [_vec(vec), session.org_id, session.owner_user_id, session.owner_agent_id, _vec(vec)],
+            f"""SELECT n.sim FROM ({nearest_sql(where=where, query="%(vec)s::vector", limit="1")}) n""",
+            {"org": session.org_id, "user": session.owner_user_id, "agent": session.owner_agent_id,
+             "vec": _vec(vec)},
         )
         row = cur.fetchone()
     return row is not None and row[0] >= BRIDGE_DEDUP_COSINE

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from django.db import connection
 
 from assets.models import AuditEvent
 from memory.models import Edge, Node
@@ -109,3 +111,40 @@ def test_only_the_owner_or_an_admin_supersedes_org_memories(world, client_for, n
     assert r.status_code == 403
     r = client_for(world["a"].admin).post(url, {"action": "supersede", "keep": second}, format="json")
     assert r.status_code == 200
+
+
+def test_candidates_are_found_when_other_tenants_crowd_the_vector_index(world, client_for, no_llm):
+    """The candidate search filters by org and owner after an HNSW scan, which stopped after
+    ``hnsw.ef_search`` index tuples: another org's nearer statements filled the whole scan and the
+    check saw no candidate at all (the suite's many rolled-back copies of these sentences did it
+    too, and left the statement's index element unreachable). memory/nearest.py ranks the owner's
+    recent nodes exactly and iterates the HNSW scan past the crowd."""
+    from django.utils import timezone
+
+    from memory.embedding import get_embedder
+
+    first, second = two_statements(world, client_for)
+    b = world["b"]
+    vecs = get_embedder().passages([SAY[0]["text"], DENY[0]["text"]])
+    now = timezone.now()
+    # Another org's statements, each nearer to the denial than the statement it contradicts
+    # (cosine 0.97), spread around it (cosine ~0.94 to each other) rather than piled on one point,
+    # where an HNSW graph can leave a node unreachable.
+    rng = np.random.default_rng(7)
+    u = rng.normal(size=(300, vecs.shape[1]))
+    u -= np.outer(u @ vecs[1], vecs[1])
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    crowd = 0.97 * vecs[1] + np.sqrt(1 - 0.97**2) * u
+    assert (crowd @ vecs[1]).min() > float(vecs[0] @ vecs[1])
+    Node.objects.bulk_create([
+        Node(org=b.org, owner_agent=b.agent, text=DENY[0]["text"], occurred_at=now,
+             tension_updated_at=now, embedding=v, embedded=True)
+        for v in crowd])
+    with connection.cursor() as cur:
+        cur.execute("SHOW hnsw.ef_search")
+        assert int(cur.fetchone()[0]) < 300  # the crowd is larger than one plain scan
+        # The plan a large table gets (the HNSW index for the ORDER BY, filters after it): this
+        # small one would otherwise be sorted from the owner's btree index. Undone by the rollback.
+        cur.execute("SET LOCAL enable_sort = off")
+    assert conflicts.detect(org_id=world["a"].org.id, node_ids=[second]) == 1
+    assert Conflict.objects.get().node_a_id == first

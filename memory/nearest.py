@@ -1,0 +1,33 @@
+"""Nearest stored nodes to a vector, in SQL, for the write-side checks that need them (similar-edge
+linking, conflict candidates, bridge de-duplication).
+
+Each of these filters by org and owner, and an HNSW index scan answers such a query approximately
+in two ways that matter here: the scan returns the nearest index tuples first and filters after,
+so other tenants' vectors (and dead tuples) can crowd out the owner's (iterative scans, switched
+on for every connection in ``nylon_project.embedded``, go on scanning until the LIMIT is met); and
+an HNSW graph can leave an element unreachable from a query's neighbourhood, which no scan setting
+fixes. So the answer is the union of an exact ranking of the owner's most recent ``RECENT_WINDOW``
+matching rows (read through the ``(org, owner, -id)`` btree indexes) and the HNSW scan over all of
+them: deterministic for recent memory, approximate only beyond it, and bounded in cost.
+"""
+
+from __future__ import annotations
+
+RECENT_WINDOW = 10_000
+
+
+def nearest_sql(*, where: str, query: str, limit: str) -> str:
+    """A SELECT of ``(id, sim)`` for the ``limit`` rows of ``memory_node m`` satisfying ``where`` that
+    are nearest to the vector expression ``query`` (cosine similarity, nearest first, ties by id).
+
+    ``where``, ``query`` and ``limit`` are SQL fragments; each is used more than once, so pass their
+    parameters by name (``%(org)s``), or make ``query`` a column of an outer query (LATERAL)."""
+    return f"""SELECT u.id, 1 - min(u.d) AS sim FROM (
+            (SELECT r.id, r.embedding <=> {query} AS d FROM (
+                SELECT m.id, m.embedding FROM memory_node m WHERE {where}
+                ORDER BY m.id DESC LIMIT {RECENT_WINDOW}) r
+             ORDER BY 2 LIMIT {limit})
+            UNION ALL
+            (SELECT m.id, m.embedding <=> {query} AS d FROM memory_node m WHERE {where}
+             ORDER BY m.embedding <=> {query} LIMIT {limit})
+        ) u GROUP BY u.id ORDER BY min(u.d), u.id LIMIT {limit}"""
