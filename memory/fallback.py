@@ -12,16 +12,37 @@ import time
 from collections import defaultdict
 
 import numpy as np
+from django.db import connection
 from django.db.models import BooleanField, F, FloatField
 from django.db.models.expressions import RawSQL
 from pgvector.django import CosineDistance
 
+from . import nearest
 from .engine.tension import tension as tension_fn
 from .engine.tokenize import tokenize
 from .engine.types import Explanation, Hit, ResonateParams, ResonateResult, Seed
 from .models import Edge, Node, NodeKind
 
 KIND_CODE = {"leaf": 0, "fact": 1, "bridge": 2, "persona": 3, "scene": 4}
+
+
+def _vector_seeds(rows, query_vec: np.ndarray, n: int) -> list[tuple[int, float]]:
+    """The ``n`` visible rows nearest the query: the HNSW scan (filters applied after it, iterative
+    so the org's rows are reached past other tenants'), merged with an exact ranking of the most
+    recent ``nearest.RECENT_WINDOW`` visible rows, which no crowding or unreachable graph element can hide
+    (see memory/nearest.py)."""
+    best: dict[int, float] = {}
+    for i, d in (rows.annotate(d=CosineDistance("embedding", query_vec.tolist())).order_by("d")
+                 .values_list("id", "d")[:n]):
+        best[i] = float(d)
+    recent_sql, recent_params = rows.order_by("-id").values("id", "embedding")[: nearest.RECENT_WINDOW].query.sql_with_params()
+    vec = "[" + ",".join(f"{x:.7f}" for x in np.asarray(query_vec, dtype=np.float64).ravel()) + "]"
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT r.id, r.embedding <=> %s::vector AS d FROM ({recent_sql}) r ORDER BY d, r.id LIMIT %s",
+                    [vec, *recent_params, n])
+        for i, d in cur.fetchall():
+            best[i] = min(float(d), best.get(i, float(d)))
+    return [(i, 1.0 - d) for i, d in sorted(best.items(), key=lambda kv: (kv[1], kv[0]))[:n]]
 
 
 def resonate_sql(visible, *, query: str, query_vec: np.ndarray | None, params: ResonateParams,
@@ -41,9 +62,7 @@ def resonate_sql(visible, *, query: str, query_vec: np.ndarray | None, params: R
         )
     vec: list[tuple[int, float]] = []
     if query_vec is not None and params.n_vec > 0:
-        vec = [(i, 1.0 - float(d)) for i, d in seedable.filter(embedding__isnull=False)
-               .annotate(d=CosineDistance("embedding", query_vec.tolist())).order_by("d")
-               .values_list("id", "d")[: params.n_vec]]
+        vec = _vector_seeds(seedable.filter(embedding__isnull=False), query_vec, params.n_vec)
 
     fused: dict[int, float] = defaultdict(float)
     lex_rank = {nid: r for r, (nid, _) in enumerate(lex, 1)}

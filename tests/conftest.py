@@ -28,6 +28,15 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
 
 
 @pytest.fixture(autouse=True)
+def _fast_passwords(request, settings):
+    """The world fixture creates seven users, and PBKDF2 at full strength costs ~0.25 s each: most
+    of a test's setup, and minutes of the suite. Tests whose server runs in another process keep the
+    real hasher (that process verifies the passwords with its own settings)."""
+    if "live_server_url" not in request.fixturenames:
+        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def _background_tasks(request, settings):
     """Only tests that run a real worker enqueue background tasks; the others call the services."""
     if "celery_worker_process" not in request.fixturenames:

@@ -33,14 +33,6 @@ class Mem:
     beta_private: int
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(request, settings):
-    """The world fixture creates seven users; PBKDF2 at full strength costs seconds per test. The
-    end-to-end tests keep the real hasher (their server process verifies the passwords)."""
-    if "live_server_url" not in request.fixturenames:
-        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def mem(world):
     a, b = world["a"], world["b"]

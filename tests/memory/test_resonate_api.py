@@ -145,6 +145,41 @@ def test_postgres_fallback_keeps_the_contract(world, client_for):
     assert all(h.node_id not in ids for h in sql.result.hits)
 
 
+def test_postgres_fallback_vector_seeds_survive_a_crowd_of_other_tenants(world, client_for):
+    """The fallback's vector channel filters by visibility after the HNSW scan, and an iterative
+    scan gives up after ``hnsw.max_scan_tuples``: with more of other orgs' vectors than that nearer
+    the query, the org's own nearest node still comes first (the exact recent window)."""
+    import numpy as np
+    from django.db import connection
+    from django.utils import timezone
+
+    from memory.embedding import get_embedder
+    from memory.selectors import resonate_for
+    from teams.auth import actor_for_agent
+
+    a, b = world["a"], world["b"]
+    ids = _weave(client_for(a.key))
+    q = get_embedder().query("Who knocked the coffee over?")
+    mine = {n.id: np.asarray(n.embedding) for n in Node.objects.filter(id__in=ids)}
+    nearest_mine = max(mine, key=lambda i: float(mine[i] @ q))
+    rng = np.random.default_rng(11)
+    crowd = q + rng.normal(scale=0.01, size=(600, q.shape[0]))
+    crowd /= np.linalg.norm(crowd, axis=1, keepdims=True)
+    now = timezone.now()
+    Node.objects.bulk_create([Node(org=b.org, owner_agent=b.agent, visibility="org", text="crowd",
+                                   occurred_at=now, tension_updated_at=now, embedding=v, embedded=True)
+                              for v in crowd])
+    with connection.cursor() as cur:  # a huge shared table, scaled down; undone by the rollback
+        cur.execute("SET LOCAL hnsw.max_scan_tuples = 300")
+        cur.execute("SET LOCAL enable_sort = off")
+    agent = actor_for_agent(a.agent, scopes=frozenset({"read", "write"}))
+    sql = resonate_for(actor=agent, query="Who knocked the coffee over?", query_vec=q, force_sql=True)
+    assert sql.served_by == "postgres"
+    by_rank = {s.vector_rank: s.node_id for s in sql.result.seeds if s.vector_rank is not None}
+    assert by_rank.get(1) == nearest_mine
+    assert set(by_rank.values()) <= set(ids)
+
+
 def test_oversized_org_is_served_from_postgres(world, client_for, settings):
     from memory.cache import EngineCache
 
