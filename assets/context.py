@@ -140,6 +140,7 @@ class ContextResult:
     truncated: dict = field(default_factory=dict)
     dropped: dict = field(default_factory=dict)
     budget: dict = field(default_factory=dict)
+    degraded: list[str] = field(default_factory=list)  # as in resonate: "embedder" = lexical recall only
 
     def as_dict(self) -> dict:
         return {
@@ -152,6 +153,7 @@ class ContextResult:
             "recall": self.recall,
             "truncated": self.truncated, "dropped": self.dropped, "budget": self.budget,
             "memory_call_budget": MEMORY_CALL_BUDGET,
+            "degraded": self.degraded,
         }
 
 
@@ -209,10 +211,12 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
     stable_hash = hashlib.sha256(stable_text.encode()).hexdigest()
     services.asset_record_use(asset_ids=[x["asset_id"] for x in full + index])
 
-    recall, dynamic_text = [], ""
+    recall, dynamic_text, degraded = [], "", []
     if query.strip():
         n = min(k or budget.max_recall_items, budget.max_recall_items)
         out = memory_selectors.resonate_for(actor=actor, query=query, k=max(n * 2, n))
+        if not out.vector_used:
+            degraded.append("embedder")
         total = 0
         for h in out.result.hits:
             if len(recall) >= n:
@@ -232,5 +236,5 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
     tools = [{"asset_id": a.id, "kind": a.kind, "title": a.title} for _, a in tool_pairs]
     return ContextResult(language=language, stable_text=stable_text, stable_hash=stable_hash,
                          dynamic_text=dynamic_text, full=full, index=index, tools=tools, recall=recall,
-                         truncated=truncated, dropped=dropped, budget=budget.__dict__ | {})
+                         truncated=truncated, dropped=dropped, budget=budget.__dict__ | {}, degraded=degraded)
 

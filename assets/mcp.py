@@ -77,7 +77,7 @@ def tool_resonate(actor: Actor, *, query: str, k: int = 5) -> dict:
     out = selectors.resonate_for(actor=actor, query=query[:4000], k=max(1, min(int(k), 20)))
     hits = [{"node_id": h.node_id, "score": round(h.score, 6), "text": h.text} for h in out.result.hits]
     services.record_recall(node_ids=[h["node_id"] for h in hits])
-    return {"hits": hits}
+    return {"hits": hits, "degraded": [] if out.vector_used else ["embedder"]}
 
 
 def tool_context(actor: Actor, *, query: str = "", language: str = "en") -> dict:

@@ -81,3 +81,21 @@ def test_a_node_written_while_the_embedder_is_down_gets_its_conflict_check_once_
     assert conflicts.detect_followup(followup_id=owed.id) == 1
     assert Conflict.objects.filter(node_a_id=first, node_b_id=second).exists()
     assert reembed_missing() == 0 and not Followup.objects.exists()  # nothing more owed
+
+
+def test_context_and_the_mcp_tool_say_when_recall_is_lexical_only(world, client_for, down):
+    """Every read that recalls memory carries the degraded flag, not only the REST resonate."""
+    from assets.mcp import tool_resonate
+    from teams.auth import actor_for_agent
+
+    c = client_for(world["a"].key)
+    c.post("/api/v1/memories/weave", {"text": "The staging database password rotates every Monday."},
+           format="json")
+    body = c.post("/api/v1/context", {"query": "staging database password"}, format="json").json()
+    assert body["recall"] and body["degraded"] == ["embedder"]
+    actor = actor_for_agent(world["a"].agent, scopes=frozenset({"read", "write"}))
+    out = tool_resonate(actor, query="staging database password")
+    assert out["hits"] and out["degraded"] == ["embedder"]
+    set_embedder(_real())
+    assert c.post("/api/v1/context", {"query": "staging database password"}, format="json").json()["degraded"] == []
+    assert tool_resonate(actor, query="staging database password")["degraded"] == []
