@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Count, F, Q
 from django.utils import timezone
 from pgvector.psycopg.vector import register_vector_info
 from psycopg.errors import UniqueViolation
@@ -704,18 +704,44 @@ def enrich_batch(*, batch_id: int) -> dict:
     return {"batch": batch_id, "status": IngestBatch.Status.DONE, "edges": edges}
 
 
-def enqueue_pending_batches(*, retry_after_secs: float = 300, max_attempts: int = 10) -> int:
+BATCH_MAX_ATTEMPTS = 10  # runs after which an unfinished batch counts as failing (it is still re-sent)
+BATCH_BACKOFF = 8  # ...but then only every retry_after * BATCH_BACKOFF
+
+
+def _batch_due(now, retry_after_secs: float) -> Q:
+    """Never tried and older than the retry period, or tried that long ago; past
+    ``BATCH_MAX_ATTEMPTS`` runs (an embedder out for hours spends one per run) the wait grows
+    ``BATCH_BACKOFF``-fold instead of the batch being given up: its vectors and edges are owed."""
+    wait, long_wait = timedelta(seconds=retry_after_secs), timedelta(seconds=retry_after_secs * BATCH_BACKOFF)
+    return (Q(tried_at__isnull=True, created_at__lt=now - wait)
+            | Q(attempts__lt=BATCH_MAX_ATTEMPTS, tried_at__lt=now - wait)
+            | Q(attempts__gte=BATCH_MAX_ATTEMPTS, tried_at__lt=now - long_wait))
+
+
+def enqueue_pending_batches(*, retry_after_secs: float = 300) -> int:
     """Beat: re-enqueue bulk batches whose deferred work is not done (never sent, lost, failed)."""
     from reflection import hooks
 
-    cutoff = timezone.now() - timedelta(seconds=retry_after_secs)
-    due = list(IngestBatch.objects.filter(status__in=[IngestBatch.Status.PENDING, IngestBatch.Status.FAILED],
-                                          attempts__lt=max_attempts)
-               .filter(Q(tried_at__isnull=True, created_at__lt=cutoff) | Q(tried_at__lt=cutoff))
+    unfinished = [IngestBatch.Status.PENDING, IngestBatch.Status.FAILED]
+    due = list(IngestBatch.objects.filter(status__in=unfinished).filter(_batch_due(timezone.now(), retry_after_secs))
                .order_by("id").values_list("id", flat=True)[:100])
     for batch_id in due:
         hooks.after_bulk_ingest(batch_id=batch_id, ended_session_ids=[])
     return len(due)
+
+
+def batch_counts(*, retry_after_secs: float) -> dict[str, int]:
+    """Unfinished bulk batches over every org: ``pending`` all of them, ``overdue`` never run within
+    twice the retry period (nothing is running them: no worker or no beat), ``failing`` run
+    ``BATCH_MAX_ATTEMPTS`` times without finishing."""
+    now = timezone.now()
+    rows = IngestBatch.objects.filter(status__in=[IngestBatch.Status.PENDING, IngestBatch.Status.FAILED])
+    return rows.aggregate(
+        pending=Count("id"),
+        overdue=Count("id", filter=Q(tried_at__isnull=True,
+                                     created_at__lt=now - timedelta(seconds=2 * retry_after_secs))),
+        failing=Count("id", filter=Q(attempts__gte=BATCH_MAX_ATTEMPTS)),
+    )
 
 
 # --- post-commit follow-ups ----------------------------------------------------------------------

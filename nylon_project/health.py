@@ -76,6 +76,25 @@ def _followups() -> dict:
     return counts
 
 
+def _ingest() -> dict:
+    """Bulk batches whose deferred work (vectors, entity and similarity edges, conflict checks) is
+    not done. Degraded while any is overdue or failing: their memories are written but not linked."""
+    from django.conf import settings
+
+    from memory.services import BATCH_MAX_ATTEMPTS, batch_counts
+
+    counts = batch_counts(retry_after_secs=settings.NYLON_INGEST_RETRY_SECS)
+    reasons = []
+    if counts["failing"]:
+        reasons.append(f"{counts['failing']} not finished after {BATCH_MAX_ATTEMPTS} runs (re-sent, backing off)")
+    if counts["overdue"]:
+        reasons.append(f"{counts['overdue']} of {counts['pending']} never run within twice "
+                       f"NYLON_INGEST_RETRY_SECS = {settings.NYLON_INGEST_RETRY_SECS:g} s")
+    if reasons:
+        return {"status": "degraded", "detail": "bulk batches: " + "; ".join(reasons), **counts}
+    return {"status": "ok", **counts}
+
+
 def _llm() -> dict:
     try:
         from reflection.llm import llm_state
@@ -92,6 +111,7 @@ def healthz(request):
         "embedder": _timed(_embedder),
         "llm": _timed(_llm),
         "followups": _timed(_followups),
+        "ingest": _timed(_ingest),
     }
     core_ok = all(checks[name]["status"] == "ok" for name in ("database", "redis", "worker"))
     degraded = [name for name, c in checks.items() if c["status"] not in ("ok", "disabled")]

@@ -362,6 +362,31 @@ def test_the_beat_resends_batches_left_unfinished(world, client_for):
     assert services.enqueue_pending_batches(retry_after_secs=300) == 1  # the done one is not sent again
 
 
+def test_a_batch_that_keeps_failing_is_resent_ever_more_rarely_never_given_up(world, client_for):
+    """An embedder out for hours spends a run of the batch each time: past BATCH_MAX_ATTEMPTS the
+    beat waits BATCH_BACKOFF times longer between runs, but the batch's vectors and edges stay owed."""
+    c = client_for(world["a"].key)
+    batch = _bulk(c, [TRIP]).json()["batch_id"]
+    now = timezone.now()
+    retry = 300
+
+    def due_after(attempts: int, minutes: float) -> bool:
+        IngestBatch.objects.filter(id=batch).update(status="failed", attempts=attempts,
+                                                    tried_at=now - timedelta(minutes=minutes))
+        return services.enqueue_pending_batches(retry_after_secs=retry) == 1
+
+    assert not due_after(3, 4) and due_after(3, 6)
+    top = services.BATCH_MAX_ATTEMPTS
+    wait = retry * services.BATCH_BACKOFF / 60
+    assert not due_after(top, 6) and not due_after(top, wait - 1)
+    assert due_after(top, wait + 1) and due_after(top + 40, wait + 1)
+    counts = services.batch_counts(retry_after_secs=retry)
+    assert (counts["pending"], counts["failing"]) == (1, 1)
+    services.enrich_batch(batch_id=batch)
+    assert IngestBatch.objects.get(id=batch).status == "done"
+    assert services.batch_counts(retry_after_secs=retry) == {"pending": 0, "overdue": 0, "failing": 0}
+
+
 @pytest.mark.django_db(transaction=True)
 def test_an_event_id_committed_by_a_concurrent_writer_mid_request_is_skipped(world, caplog):
     """The other writer commits "e2" while the bulk write waits on the unique index: its COPY fails,

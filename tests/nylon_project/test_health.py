@@ -81,6 +81,41 @@ def test_healthz_counts_post_commit_followups_of_every_org_and_degrades_on_overd
     assert check["status"] == "ok" and (check["pending"], check["failing"]) == (0, 0)
 
 
+def test_healthz_degrades_while_bulk_batches_go_unfinished(world, celery_worker_process):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from memory import services
+    from memory.models import IngestBatch
+
+    def ingest() -> tuple[dict, dict]:
+        body = Client().get("/healthz").json()
+        return body, body["checks"]["ingest"]
+
+    a = world["a"]
+    fresh = IngestBatch.objects.create(org=a.org, owner_agent=a.agent)
+    body, check = ingest()
+    assert check["status"] == "ok" and (check["pending"], check["overdue"], check["failing"]) == (1, 0, 0)
+    assert "ingest" not in body["degraded"]
+
+    never_run = IngestBatch.objects.create(org=world["b"].org, owner_agent=world["b"].agent)
+    IngestBatch.objects.filter(id=never_run.id).update(created_at=timezone.now() - timedelta(hours=2))
+    body, check = ingest()
+    assert check["status"] == "degraded" and "ingest" in body["degraded"] and check["overdue"] == 1
+    assert "1 of 2 never run" in check["detail"], check
+
+    IngestBatch.objects.filter(id=never_run.id).update(attempts=services.BATCH_MAX_ATTEMPTS, tried_at=timezone.now(),
+                                                       status="failed")
+    body, check = ingest()
+    assert (check["overdue"], check["failing"]) == (0, 1) and check["status"] == "degraded"
+    assert f"not finished after {services.BATCH_MAX_ATTEMPTS} runs" in check["detail"], check
+
+    IngestBatch.objects.filter(id__in=[fresh.id, never_run.id]).update(status="done")
+    body, check = ingest()
+    assert check["status"] == "ok" and check["pending"] == 0 and "ingest" not in body["degraded"]
+
+
 def test_schema_and_docs_are_served(db):
     r = Client().get("/api/schema/")
     assert r.status_code == 200 and b"/api/v1/teams" in r.content
