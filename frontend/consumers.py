@@ -1,11 +1,25 @@
-"""Live feed: one Channels group per org; services publish after commit (see nylon_project.events)."""
+"""Live feed: one Channels group per org; services publish after commit (see nylon_project.events).
+
+Every member of the org gets every event, so an event is filtered per recipient before it is sent:
+node ids are opaque (``feed_nodes`` renders only the visible ones), but a session key names
+someone's session and is readable only by those who may read one of the event's nodes (the API
+shows a session key only on a node the actor can see, ``memory.apis``)."""
 
 from __future__ import annotations
+
+import logging
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from memory.selectors import visible_nodes
+from teams.auth import actor_for_user
 from teams.models import Organization
+
+log = logging.getLogger("nylon.events")
+
+# Payload fields that name a session's content rather than point at rows filtered later.
+_SESSION_FIELDS = ("session_key",)
 
 
 @database_sync_to_async
@@ -19,6 +33,36 @@ def _org_for(user, slug: str | None) -> int | None:
     return org.id if org else None
 
 
+def _event_node_ids(event: dict) -> list[int]:
+    raw = list(event.get("node_ids") or [])
+    if event.get("node_id") is not None:
+        raw.append(event["node_id"])
+    return [i for i in raw if isinstance(i, int) and not isinstance(i, bool)][:200]
+
+
+@database_sync_to_async
+def _sees_any(user, org_id: int, ids: list[int]) -> bool:
+    """Whether the user, as a member of the org now (teams may have changed since connect), may
+    read at least one of the nodes."""
+    org = Organization.objects.filter(pk=org_id).first()
+    actor = actor_for_user(user, org) if org is not None else None
+    return actor is not None and bool(ids) and visible_nodes(actor=actor).filter(id__in=ids).exists()
+
+
+async def for_recipient(user, org_id: int, event: dict) -> dict:
+    """The event as this recipient may see it: session fields only for a reader of its nodes."""
+    if not any(event.get(f) for f in _SESSION_FIELDS):
+        return event  # nothing to hide: no query per recipient
+    try:
+        allowed = await _sees_any(user, org_id, _event_node_ids(event))
+    except Exception as exc:  # fail closed: a feed line without the key beats a leaked key
+        log.warning("live feed visibility check failed: %s", exc)
+        allowed = False
+    if allowed:
+        return event
+    return {k: v for k, v in event.items() if k not in _SESSION_FIELDS}
+
+
 class EventsConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
         user = self.scope.get("user")
@@ -30,6 +74,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         if org_id is None:
             await self.close(code=4403)
             return
+        self.org_id = org_id
         self.group = f"org.{org_id}"
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -39,4 +84,4 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def org_event(self, message):
-        await self.send_json(message["event"])
+        await self.send_json(await for_recipient(self.scope["user"], self.org_id, message["event"]))
