@@ -73,6 +73,13 @@ REFLECT_SCHEMA = {
 class FactDraft:
     text: str
     sources: list[Node] = field(default_factory=list)
+    # Everything the writer (the LLM) was shown alongside the sources. Its citations are only a
+    # claim: a fact citing an org turn may restate the private turn next to it, so its scope is
+    # bounded by all of this too, not by the cited sources alone.
+    shown: list[Node] = field(default_factory=list)
+
+    def scope(self) -> tuple[str, int | None]:
+        return _scope_of(self.sources + self.shown)
 
 
 def _owner_filter(obj) -> dict:
@@ -116,7 +123,10 @@ def _llm_facts(session: MemorySession, leaves: list[Node]) -> list[FactDraft]:
             sources = [chunk[i] for i in dict.fromkeys(f["source_turns"]) if 0 <= i < len(chunk)]
             text = " ".join(f["text"].split())
             if sources and text:
-                drafts.append(FactDraft(text, sources))
+                # Capped by the whole chunk rather than calling the LLM once per scope: per-scope
+                # calls would cost more calls and split the conversation (an org reply loses the
+                # private question it answers); a mixed chunk only makes its facts narrower.
+                drafts.append(FactDraft(text, sources, shown=chunk))
     return drafts
 
 
@@ -132,9 +142,12 @@ def _heuristic_facts(leaves: list[Node]) -> list[FactDraft]:
 def _scope_of(nodes: list[Node]) -> tuple[str, int | None]:
     """The most restrictive visibility among the sources (a fact never widens its leaves)."""
     vis = max((n.visibility for n in nodes), key=lambda v: VISIBILITY_RANK.get(v, 3))
+    if vis == Visibility.TEAM:
+        # Only team-scoped nodes decide the team: an org node beside them is readable by that
+        # team anyway, so it must not push the fact down to private.
+        teams = {n.team_id for n in nodes if n.visibility == Visibility.TEAM}
+        return (Visibility.TEAM, teams.pop()) if len(teams) == 1 else (Visibility.PRIVATE, None)
     teams = {n.team_id for n in nodes}
-    if vis == Visibility.TEAM and len(teams) != 1:
-        return Visibility.PRIVATE, None
     return vis, (teams.pop() if len(teams) == 1 else None)
 
 
@@ -174,7 +187,7 @@ def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: s
     now = timezone.now()
     facts: list[Node] = []
     for i, d in enumerate(drafts):
-        vis, team_id = _scope_of(d.sources)
+        vis, team_id = d.scope()
         occurred = max(n.occurred_at for n in d.sources)
         silks = weave_silks(d.text, occurred_at=occurred)
         vec = vectors[i] if vectors is not None else None
@@ -273,7 +286,7 @@ def reflect_session(*, session_id: int) -> dict:
         text = " ".join(b["text"].split())
         linked = [by_id[i] for i in dict.fromkeys(b["fact_ids"]) if i in by_id]
         if linked and not is_vacuous(text):
-            drafts.append(FactDraft(text, linked))
+            drafts.append(FactDraft(text, linked, shown=facts[:80]))  # the LLM saw all of them
     vectors = get_embedder().passages([d.text for d in drafts]) if drafts else None
     return _write_bridges(session_id=session.id, drafts=drafts, vectors=vectors)
 
@@ -310,7 +323,7 @@ def _write_bridges(*, session_id: int, drafts: list[FactDraft], vectors) -> dict
             if _near_bridge(session, vec) or any(float(np.dot(vec, k)) >= BRIDGE_DEDUP_COSINE for k in kept_vecs):
                 continue
             kept_vecs.append(vec)
-        vis, team_id = _scope_of(d.sources)
+        vis, team_id = d.scope()
         silks = weave_silks(d.text, occurred_at=None)
         node = Node(
             org_id=session.org_id, **_owner_filter(session), team_id=team_id, visibility=vis,

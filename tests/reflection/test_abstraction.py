@@ -60,6 +60,28 @@ def test_facts_keep_the_scope_of_their_leaves(world, client_for, no_llm):
     assert facts and all(f.visibility == "team" and f.team_id == world["a"].team.id for f in facts)
 
 
+@pytest.mark.parametrize("hidden", ["private", "team"])
+def test_llm_fact_is_no_wider_than_any_turn_it_was_shown(world, client_for, llm, hidden):
+    """The LLM sees a hidden turn and an org turn together and cites only the org one: its
+    citation is a claim, so the fact keeps the hidden turn's scope."""
+    server = llm.need_script()
+    a = world["a"]
+    c = client_for(a.key)
+    weave(c, "mixed", end=False, visibility=hidden, team_id=a.team.id if hidden == "team" else None,
+          turns=[{"speaker": "Ana", "text": "My salary is 91k and I plan to resign in June.",
+                  "occurred_at": "2023-05-08T10:00:00Z"}])
+    weave(c, "mixed", visibility="org",
+          turns=[{"speaker": "Ana", "text": "Let's meet on Friday.", "occurred_at": "2023-05-08T10:01:00Z"}])
+    s = session(a.org, "mixed")
+    server.push(("json", {"facts": [{"text": "Ana earns 91k and plans to resign in June.", "source_turns": [1]}]}))
+    assert services.abstract_session(session_id=s.id)["facts"] == 1
+    fact = Node.objects.get(kind="fact")
+    org_turn = Node.objects.get(kind="leaf", visibility="org")
+    assert fact.source_node_ids == [org_turn.id]  # the citation is kept as lineage …
+    assert fact.visibility == hidden  # … but does not widen the fact
+    assert fact.team_id == (a.team.id if hidden == "team" else None)
+
+
 def test_continued_session_abstracts_only_new_leaves(world, client_for, no_llm):
     c = client_for(world["a"].key)
     weave(c, "s1")

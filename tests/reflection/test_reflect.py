@@ -69,6 +69,25 @@ def test_llm_reflection_writes_deduplicated_bridges(world, client_for, llm, sett
         assert Node.objects.filter(kind="bridge").count() == 1
 
 
+def test_bridge_is_no_wider_than_any_fact_the_llm_was_shown(world, client_for, llm):
+    """Reflection shows the LLM all of a session's facts: a bridge citing only the org fact may
+    still restate the private one, so it is private."""
+    server = llm.need_script()
+    c = client_for(world["a"].key)
+    weave(c, "s1", visibility="private", turns=SPICY[1:])  # abstracted alone: a private fact …
+    s = session(world["a"].org, "s1")
+    services.abstract_session(session_id=s.id)
+    weave(c, "s1", visibility="org", turns=[{**SPICY[0], "occurred_at": "2023-05-08T10:02:00Z"}])
+    services.abstract_session(session_id=s.id)  # … and, in a chunk of its own, an org fact
+    org_fact = Node.objects.get(kind="fact", visibility="org")
+    assert Node.objects.filter(kind="fact", visibility="private").count() == 1
+    server.push(("json", {"bridges": [{"text": "Frequent heartburn can be a sign of acid reflux disease.",
+                                       "fact_ids": [org_fact.id]}]}))
+    assert services.reflect_session(session_id=s.id)["bridges"] == 1
+    bridge = Node.objects.get(kind="bridge")
+    assert bridge.source_node_ids == [org_fact.id] and bridge.visibility == "private"
+
+
 def test_reflection_failure_is_retried(world, client_for, llm, settings):
     server = llm.need_script()
     settings.NYLON_ABSTRACTION_RETRY_SECS = 0
