@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
-from django.db.models import BooleanField, Count, Q, QuerySet
+from django.db.models import BooleanField, Count, Exists, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from memory.models import Edge, EdgeKind, Node
+from memory.models import Edge, EdgeKind, Node, Visibility
 from memory.selectors import visible_nodes
 from teams.auth import Actor
 from teams.models import Agent, Team
@@ -23,6 +23,7 @@ MAX_PAGE_SIZE = 200
 GRAPH_MAX_NODES = 150
 GRAPH_MAX_EDGES_PER_HOP = 2000
 DRAWER_MAX_EDGES = 100
+DRAWER_HIDDEN_COUNT_CAP = 1000  # the drawer counts hidden edges up to this, then says "more than"
 
 # Columns a listing needs: never the 384-float embedding, never the whole row.
 LIST_COLUMNS = ("id", "kind", "text", "speaker", "visibility", "team_id", "owner_user_id", "owner_agent_id",
@@ -151,24 +152,60 @@ class EdgeRow:
     color: str
 
 
-def node_edges(*, actor: Actor, node: Node) -> tuple[list[EdgeRow], int]:
-    """Edges of a node whose other end the actor may see; and how many were hidden."""
-    edges = list(
-        Edge.objects.filter(org=actor.org).filter(Q(src_id=node.id) | Q(dst_id=node.id))
-        .order_by("-weight", "id").values("id", "src_id", "dst_id", "kind", "weight")[: DRAWER_MAX_EDGES * 2]
-    )
+def _edges_to_visible(*, actor: Actor, ends: set[int], limit: int) -> list[dict]:
+    """The ``limit`` heaviest edges between a node of ``ends`` and a node the actor may see.
+
+    The visibility filter is part of the query, before the LIMIT: filtering after it let heavy
+    edges to hidden nodes fill the slice and push visible neighbours out. One query per direction
+    (each an EXISTS semi-join probing the node's primary key, from the ``src_id``/``dst_id``
+    indexes; an OR of the two directions would need a subplan per row), each LIMITed and merged
+    here: at most ``2 * limit`` rows reach Python however many edges a hub has."""
+    visible = visible_nodes(actor=actor)
+    base = Edge.objects.filter(org=actor.org)
+    cols = ("id", "src_id", "dst_id", "kind", "weight")
+    out = (base.filter(src_id__in=ends).filter(Exists(visible.filter(id=OuterRef("dst_id"))))
+           .order_by("-weight", "id").values(*cols)[:limit])
+    into = (base.filter(dst_id__in=ends).filter(Exists(visible.filter(id=OuterRef("src_id"))))
+            .order_by("-weight", "id").values(*cols)[:limit])
+    merged = {e["id"]: e for e in (*out, *into)}  # a self-loop comes back from both sides
+    return sorted(merged.values(), key=lambda e: (-e["weight"], e["id"]))[:limit]
+
+
+def node_edges(*, actor: Actor, node: Node) -> tuple[list[EdgeRow], int, bool]:
+    """Edges of a node whose other end the actor may see (the heaviest ``DRAWER_MAX_EDGES``); how
+    many edges lead to a node the actor may not see; and whether that count stopped at
+    ``DRAWER_HIDDEN_COUNT_CAP`` (the drawer then says "more than N")."""
+    edges = _edges_to_visible(actor=actor, ends={node.id}, limit=DRAWER_MAX_EDGES)
     others = {e["dst_id"] if e["src_id"] == node.id else e["src_id"] for e in edges}
-    texts = dict(visible_nodes(actor=actor).filter(id__in=others).values_list("id", "text"))
-    rows, hidden = [], 0
+    texts = dict(visible_nodes(actor=actor).filter(id__in=others).values_list("id", "text")) if others else {}
+    rows = []
     for e in edges:
         out = e["src_id"] == node.id
         other = e["dst_id"] if out else e["src_id"]
-        if other not in texts:
-            hidden += 1
+        if other not in texts:  # deleted or hidden since the edge query: never shown
             continue
         rows.append(EdgeRow(id=e["id"], kind=e["kind"], weight=e["weight"], direction="out" if out else "in",
                             other_id=other, other_text=texts[other][:140], color=EDGE_COLORS.get(e["kind"], "#888")))
-    return rows[:DRAWER_MAX_EDGES], hidden
+    hidden = _hidden_edge_count(actor=actor, node=node)
+    return rows, min(hidden, DRAWER_HIDDEN_COUNT_CAP), hidden > DRAWER_HIDDEN_COUNT_CAP
+
+
+def _hidden_edge_count(*, actor: Actor, node: Node) -> int:
+    """Edges of ``node`` whose other end the actor may not see, counted exactly up to
+    ``DRAWER_HIDDEN_COUNT_CAP + 1``: its own count query (no longer a by-product of the listing,
+    which now holds visible edges only), each direction stopping at the cap: a hub with 100,000
+    hidden edges is not counted to the end. (A hub whose edges are mostly visible is still read
+    once per direction through its ``src_id``/``dst_id`` index, as the listing reads it.)"""
+    visible = visible_nodes(actor=actor)
+    base = Edge.objects.filter(org=actor.org)
+    cap = DRAWER_HIDDEN_COUNT_CAP + 1
+    # NOT EXISTS, not NOT IN: Postgres plans the first as an anti-join probing the node's primary
+    # key; NOT IN (NULL-aware) cannot be one and becomes a subplan over the org's visible nodes.
+    out = base.filter(src_id=node.id).filter(~Exists(visible.filter(id=OuterRef("dst_id"))))
+    into = base.filter(dst_id=node.id).filter(~Exists(visible.filter(id=OuterRef("src_id"))))
+    # A self-loop's other end is the node itself, which the actor sees (it opened the drawer), so
+    # no edge is counted twice.
+    return out.values("id")[:cap].count() + into.values("id")[:cap].count()
 
 
 def lineage(*, actor: Actor, node: Node, edges: list[EdgeRow]) -> dict:
@@ -215,15 +252,14 @@ def neighbourhood(*, actor: Actor, node: Node, depth: int = 1) -> dict:
     for _ in range(max(1, min(depth, 3))):
         if not frontier or len(ids) >= GRAPH_MAX_NODES:
             break
-        hop = list(Edge.objects.filter(org=actor.org).filter(Q(src_id__in=frontier) | Q(dst_id__in=frontier))
-                   .order_by("-weight").values("id", "src_id", "dst_id", "kind", "weight")[:GRAPH_MAX_EDGES_PER_HOP])
-        candidates = {x for e in hop for x in (e["src_id"], e["dst_id"])} - ids
-        allowed = set(visible.filter(id__in=candidates).values_list("id", flat=True)) if candidates else set()
+        # Only edges with both ends visible to the actor (the frontier is; the query checks the
+        # other end) count towards the per-hop LIMIT, so heavy edges to hidden nodes cannot
+        # crowd the visible ones out of the hop.
+        hop = _edges_to_visible(actor=actor, ends=frontier, limit=GRAPH_MAX_EDGES_PER_HOP)
         new = set()
         for e in hop:
-            a, b = e["src_id"], e["dst_id"]
-            for x in (a, b):
-                if x in allowed and x not in ids and len(ids) + len(new) < GRAPH_MAX_NODES:
+            for x in (e["src_id"], e["dst_id"]):
+                if x not in ids and len(ids) + len(new) < GRAPH_MAX_NODES:
                     new.add(x)
         ids |= new
         for e in hop:
@@ -322,6 +358,8 @@ ASSET_LIST_COLUMNS = ("id", "kind", "title", "summary", "visibility", "status", 
                       "owner_user_id", "owner_agent_id", "usage_count", "promotion", "updated_at")
 ASSET_VERSIONS_SHOWN = 100
 ASSET_SIDE_ROWS = 200  # grants and bindings listed on one asset's pages
+APPROVAL_PAGE = 100  # candidates read per query while filling the approval queue
+APPROVAL_SCAN_MAX = 1000  # candidates read at most per approval queue (10 queries)
 
 
 @dataclass(frozen=True)
@@ -365,18 +403,43 @@ def asset_page(*, actor: Actor, f: AssetFilters, after: int | None, limit: int =
 
 
 def assets_awaiting_approval(*, actor: Actor, limit: int = 20) -> list:
-    """Promoted candidates this actor may approve. The SQL only narrows (candidates with a pending
-    promotion into a team the actor administers, or any for an org admin); the decision is
-    ``assets.access.can_approve`` on each row, the same call the transition makes."""
+    """The newest ``limit`` promoted candidates this actor may approve. The SQL only narrows
+    (candidates with a pending promotion into a team the actor administers, or any for an org
+    admin; never an org-wide target for a team admin); the decision is
+    ``assets.access.can_approve`` on each row, the same call the transition makes.
+
+    That decision (a restricted target needs an ACL write grant) is not all SQL, so the rows are
+    read in keyset pages, newest first, until ``limit`` approvable ones are found or the candidates
+    run out: slicing ``limit`` rows first let unapprovable candidates fill the queue and hide the
+    approvable ones behind them. At most ``APPROVAL_SCAN_MAX`` candidates are read per call, so a
+    backlog of unapprovable ones costs a bounded number of queries (beyond it the queue may show
+    fewer; the asset list filtered on status=candidate shows them all)."""
     from assets.access import can_approve
     from assets.models import Asset, AssetStatus
 
-    if actor.agent is not None or not (actor.is_org_admin or actor.team_admin_ids):
+    if actor.agent is not None or not (actor.is_org_admin or actor.team_admin_ids) or limit < 1:
         return []
     qs = Asset.objects.filter(org=actor.org, status=AssetStatus.CANDIDATE).exclude(promotion={})
     if not actor.is_org_admin:
         qs = qs.filter(promotion__team_id__in=list(actor.team_admin_ids))
-    rows = [a for a in qs.only(*ASSET_LIST_COLUMNS).order_by("-id")[:limit] if can_approve(actor, a)[0]]
+        # can_approve refuses an org-wide target to anyone but an org admin; saying so in SQL keeps
+        # those candidates (often many, all in the admin's team) from using up the scan. The
+        # has_key term keeps a promotion without the key (SQL NULL there, target = the asset's own
+        # visibility) in the queue: NOT (NULL) would drop it.
+        qs = qs.exclude(Q(promotion__has_key="visibility") & Q(promotion__visibility=Visibility.ORG))
+    qs = qs.only(*ASSET_LIST_COLUMNS).order_by("-id")
+    page_size = max(limit, APPROVAL_PAGE)
+    rows: list = []
+    after: int | None = None
+    scanned = 0
+    while len(rows) < limit and scanned < APPROVAL_SCAN_MAX:
+        page = list((qs if after is None else qs.filter(id__lt=after))[: min(page_size, APPROVAL_SCAN_MAX - scanned)])
+        scanned += len(page)
+        rows.extend(a for a in page if can_approve(actor, a)[0])
+        if len(page) < page_size:
+            break  # the candidates ran out
+        after = page[-1].id
+    rows = rows[:limit]
     attach_owner_labels(actor=actor, nodes=rows)
     return rows
 
@@ -462,11 +525,19 @@ def _binding_admin(actor: Actor, agent) -> bool:
 
 def asset_bindings(*, actor: Actor, asset) -> list:
     """Bindings of this asset to the agents whose bindings the actor manages (the API lists an
-    agent's bindings to the same people: ``assets.services.require_binding_admin``)."""
+    agent's bindings to the same people: ``assets.services.require_binding_admin``).
+
+    That rule (an org admin, or an admin of the agent's team; never an agent) is said in SQL before
+    the LIMIT, so bindings to other teams' agents cannot fill the ``ASSET_SIDE_ROWS`` slice and hide
+    the actor's own; ``_binding_admin`` still confirms each row, as ``bindable_agents`` does."""
     from assets.models import AgentBinding
 
-    rows = (AgentBinding.objects.filter(org=actor.org, asset=asset).select_related("agent")
-            .order_by("priority", "agent__name")[:ASSET_SIDE_ROWS])
+    if actor.agent is not None or not (actor.is_org_admin or actor.team_admin_ids):
+        return []
+    qs = AgentBinding.objects.filter(org=actor.org, asset=asset).select_related("agent")
+    if not actor.is_org_admin:
+        qs = qs.filter(agent__team_id__in=list(actor.team_admin_ids))
+    rows = qs.order_by("priority", "agent__name", "id")[:ASSET_SIDE_ROWS]
     return [b for b in rows if _binding_admin(actor, b.agent)]
 
 

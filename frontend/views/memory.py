@@ -63,12 +63,13 @@ def node_drawer(request, node_id: int):
     actor = request.actor
     node = node_access.access_node(actor, node_id, for_write=False, request_id=request_id(request))
     selectors.attach_owner_labels(actor=actor, nodes=[node])
-    edges, hidden_edges = selectors.node_edges(actor=actor, node=node)
+    edges, hidden_edges, hidden_edges_more = selectors.node_edges(actor=actor, node=node)
     age_days = max(0.0, (timezone.now() - node.tension_updated_at).total_seconds() / 86400.0)
     ctx = {
         "node": node,
         "edges": edges,
         "hidden_edges": hidden_edges,
+        "hidden_edges_more": hidden_edges_more,
         "lineage": selectors.lineage(actor=actor, node=node, edges=edges),
         "conflicts": selectors.node_conflicts(actor=actor, node=node),
         "versions": selectors.node_versions(node=node, edges=edges),
