@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from memory.models import Edge, Node
+from memory.models import Edge, Node, Visibility
 from teams.models import Agent, Membership, Organization, Team
 
 from . import audit
@@ -106,8 +106,111 @@ def _check_columns(kind, row: dict) -> None:
         raise ValueError(f"Unknown {kind} columns: {', '.join(unknown[:5])}.")
 
 
+def _choices() -> dict[str, dict[str, list[str]]]:
+    """Per row type, the columns that hold one of a fixed set of values, and the values. The
+    database has no CHECK constraints for them, and the engine cache maps node ``kind``,
+    ``visibility`` and edge ``kind`` through fixed tables (``memory.cache``): one unknown value
+    there is a KeyError on every build of the org's index, so every resonate of the org fails."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for kind, model in (("node", Node), ("edge", Edge), ("asset", Asset), ("asset_version", AssetVersion)):
+        out[kind] = {f.attname: [str(v) for v, _ in f.choices] for f in model._meta.concrete_fields
+                     if f.choices and not f.is_relation}
+    out["asset"]["visibility"] = list(Visibility.values)  # a plain column holding Visibility values
+    return out
+
+
+_REQUIRED = {"edge": ("kind",)}  # without it the row means nothing (node and asset columns have defaults)
+
+
+def _bad_values(kind: str, row: dict, choices: dict[str, dict[str, list[str]]]) -> dict[str, list[str]]:
+    bad: dict[str, list[str]] = {}
+    for name in _REQUIRED.get(kind, ()):
+        if name not in row:
+            bad[name] = ["This field is required."]
+    for name, allowed in choices.get(kind, {}).items():
+        if name in row and row[name] not in allowed:
+            bad[name] = [f"{json.dumps(row[name])[:40]} is not a valid {kind} {name} ({', '.join(allowed)})."]
+    return bad
+
+
+class ImportInvalid(ValueError):
+    """Values a row may not hold, found before anything was written. ``errors`` is keyed by line
+    number (1-based, as an editor shows the file) and column; the message names the first."""
+
+    def __init__(self, errors: dict[str, dict[str, list[str]]]):
+        self.errors = errors
+        line, fields = next(iter(errors.items()))
+        name, messages = next(iter(fields.items()))
+        more = sum(len(f) for f in errors.values()) - 1
+        super().__init__(f"line {line}: {name}: {messages[0]}" + (f" (and {more} more)" if more else ""))
+
+
+_MAX_ERRORS = 50  # enough to fix a file by; the rest is not looked at
+
+
+def _rows(lines: Iterable[str]) -> Iterator[tuple[int, str, dict]]:
+    """(line number, row type, row) of every non-blank line, the header first, after the checks of
+    the file's shape: JSON objects, a supported header, known row types and columns."""
+    header = False
+    for lineno, raw in enumerate(lines, start=1):
+        raw = raw.strip()
+        if not raw:
+            continue
+        row = json.loads(raw)
+        if not isinstance(row, dict):
+            raise ValueError("Every line must be a JSON object.")
+        kind = row.pop("type", None)
+        if not header:
+            if kind != "header" or row.get("format") != FORMAT or row.get("version") != FORMAT_VERSION:
+                raise ValueError("Not a Nylon export (format header missing or unsupported).")
+            header = True
+        elif kind not in _ROW_REFS:
+            raise ValueError(f"Unknown row type: {kind!r}.")
+        else:
+            _check_columns(kind, row)
+        yield lineno, kind, row
+    if not header:
+        raise ValueError("Empty file.")
+
+
+def _validate(lines: Iterable[str]) -> None:
+    """Every row checked before the first is written, so a bad value anywhere imports nothing and
+    the error names every bad line (up to ``_MAX_ERRORS``), not only the first."""
+    choices = _choices()
+    errors: dict[str, dict[str, list[str]]] = {}
+    for lineno, kind, row in _rows(lines):
+        bad = _bad_values(kind, row, choices)
+        if bad:
+            errors[str(lineno)] = bad
+            if len(errors) >= _MAX_ERRORS:
+                break
+    if errors:
+        raise ImportInvalid(errors)
+
+
+def _twice(lines: Iterable[str]) -> Callable[[], Iterable[str]]:
+    """The input, readable once to validate and once to write. A list (the API's body) or a file
+    (the command) is read again rather than held in memory a second time; only a stream that
+    cannot seek (stdin) is buffered."""
+    if isinstance(lines, list | tuple):
+        return lambda: lines
+    seekable = getattr(lines, "seekable", None)
+    if seekable is not None and seekable():
+        start = lines.tell()
+
+        def again() -> Iterable[str]:
+            lines.seek(start)
+            return lines
+
+        return again
+    buffered = list(lines)
+    return lambda: buffered
+
+
 @transaction.atomic
 def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict:
+    read = _twice(lines)
+    _validate(read())
     User = get_user_model()
     users = {u.username: u for u in User.objects.filter(memberships__org=org)}
     agents = {a.name: a for a in Agent.objects.filter(org=org)}
@@ -125,19 +228,8 @@ def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict
         u = users.get(row.get("owner_user") or "")
         return None if u is None else {"owner_user": u, "owner_agent": None}
 
-    for raw in lines:
-        raw = raw.strip()
-        if not raw:
-            continue
-        row = json.loads(raw)
-        if not isinstance(row, dict):
-            raise ValueError("Every line must be a JSON object.")
-        kind = row.pop("type", None)
-        if header is not None:
-            _check_columns(kind, row)
+    for _, kind, row in _rows(read()):
         if header is None:
-            if kind != "header" or row.get("format") != FORMAT or row.get("version") != FORMAT_VERSION:
-                raise ValueError("Not a Nylon export (format header missing or unsupported).")
             header = row
             continue
         if kind in ("node", "asset"):
@@ -179,10 +271,6 @@ def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict
             row["node_ids"] = [node_map[i] for i in row.get("node_ids", []) if i in node_map]
             AssetVersion.objects.create(org=org, asset=a, **row)
             counts["asset_version"] += 1
-        else:
-            raise ValueError(f"Unknown row type: {kind!r}.")
-    if header is None:
-        raise ValueError("Empty file.")
     for n, sources in pending_sources:
         Node.objects.filter(pk=n.pk).update(source_node_ids=[node_map[i] for i in sources if i in node_map])
     audit.record(actor=actor, org=org, action="org.import", object_type="org", object_id=org.id,

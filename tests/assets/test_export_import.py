@@ -7,7 +7,7 @@ import json
 import pytest
 from django.core.management import call_command
 
-from assets.models import Asset, AssetVersion
+from assets.models import Asset, AssetVersion, AuditEvent
 from memory.models import Edge, Node
 from teams.models import Agent, Membership, Organization, Role, Team
 
@@ -99,3 +99,102 @@ def test_api_export_is_for_org_admins_and_keeps_others_private_rows_out(world, c
     assert Node.objects.filter(org=gamma).count() == 1
     assert c.post("/api/v1/import", {"jsonl": "{\"type\": \"node\"}"}, format="json",
                   HTTP_X_NYLON_ORG="gamma").status_code == 400
+
+
+# --- values the engine cache maps: an unknown one broke every resonate of the org ------------------
+
+
+@pytest.fixture
+def fresh_cache():
+    from memory.cache import get_cache
+
+    get_cache().drop()
+    yield get_cache()
+    get_cache().drop()
+
+
+def _exported_rows(world, client_for, tmp_path) -> list[dict]:
+    """Everything of alpha (nodes, an edge chain, assets, versions), header first."""
+    _populate(world, client_for)
+    out = tmp_path / "alpha.jsonl"
+    call_command("export_memory", "--org", "alpha", "--out", str(out))
+    return [json.loads(x) for x in out.read_text().splitlines()]
+
+
+def _post_import(client, rows: list[dict]):
+    return client.post("/api/v1/import", {"jsonl": "\n".join(json.dumps(x) for x in rows)}, format="json",
+                       HTTP_X_NYLON_ORG="gamma")
+
+
+def _counts(org) -> tuple[int, int, int, int]:
+    return (Node.objects.filter(org=org).count(), Edge.objects.filter(org=org).count(),
+            Asset.objects.filter(org=org).count(), AssetVersion.objects.filter(org=org).count())
+
+
+@pytest.mark.parametrize("row_type,column,value", [
+    ("node", "kind", "note"), ("node", "visibility", "public"), ("node", "source_kind", "scraper"),
+    ("edge", "kind", "follows"), ("asset", "visibility", "public"),
+], ids=["node-kind", "node-visibility", "node-source-kind", "edge-kind", "asset-visibility"])
+def test_api_import_refuses_unknown_values_writes_nothing_and_resonate_still_answers(
+        world, client_for, tmp_path, fresh_cache, row_type, column, value):
+    a = world["a"]
+    rows = _exported_rows(world, client_for, tmp_path)
+    gamma = _twin_org(world)
+    admin = client_for(a.admin)
+    assert _post_import(admin, rows).status_code == 201  # the file as exported imports
+    before = _counts(gamma)
+    assert before[0] and before[1]
+    # the last row of the type goes bad, so valid rows before it would have been written
+    i = max(j for j, r in enumerate(rows) if r["type"] == row_type)
+    bad = [*rows[:i], {**rows[i], column: value}, *rows[i + 1:]]
+    r = _post_import(admin, bad)
+    assert r.status_code == 400, r.content
+    message = r.json()["error"]["fields"]["jsonl"][0]
+    assert message.startswith(f"line {i + 1}: {column}: ") and value in message  # line 1 is the header
+    assert _counts(gamma) == before  # nothing written
+    assert AuditEvent.objects.filter(org=gamma, action="org.import").count() == 1  # only the good import
+    # the org's index still builds, and resonate answers from it
+    r = admin.post("/api/v1/memories/resonate", {"query": "Orion deal", "reinforce": False}, format="json",
+                   HTTP_X_NYLON_ORG="gamma")
+    assert r.status_code == 200, r.content
+    assert "The Orion deal closes in June." in [h["text"] for h in r.json()["hits"]]
+    assert fresh_cache.get(gamma.id).n == before[0]
+
+
+def test_import_lines_names_every_bad_line_and_the_command_refuses_the_file(world, client_for, tmp_path,
+                                                                            fresh_cache):
+    from django.core.management.base import CommandError
+
+    from assets.porting import ImportInvalid, import_lines
+
+    rows = _exported_rows(world, client_for, tmp_path)
+    nodes = [j for j, r in enumerate(rows) if r["type"] == "node"]
+    edge = next(j for j, r in enumerate(rows) if r["type"] == "edge")
+    rows[nodes[0]] = {**rows[nodes[0]], "visibility": "public"}
+    rows[nodes[1]] = {**rows[nodes[1]], "kind": None}
+    rows[edge] = {k: v for k, v in rows[edge].items() if k != "kind"}
+    gamma = _twin_org(world)
+    with pytest.raises(ImportInvalid) as exc:
+        import_lines(gamma, [json.dumps(x) for x in rows])
+    assert set(exc.value.errors) == {str(nodes[0] + 1), str(nodes[1] + 1), str(edge + 1)}
+    assert set(exc.value.errors[str(nodes[0] + 1)]) == {"visibility"}
+    assert set(exc.value.errors[str(nodes[1] + 1)]) == {"kind"}
+    assert exc.value.errors[str(edge + 1)] == {"kind": ["This field is required."]}
+    assert _counts(gamma) == (0, 0, 0, 0)
+    fresh_cache.get(gamma.id)  # builds (it raised KeyError('public') once such a row was in)
+    # the operator command reads the file as the API reads the body: refused, nothing written
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(json.dumps(x) for x in rows))
+    with pytest.raises(CommandError, match=rf"^line {nodes[0] + 1}: visibility: "):
+        call_command("import_memory", "--org", "gamma", str(bad))
+    assert _counts(gamma) == (0, 0, 0, 0)
+
+
+def test_every_model_value_is_one_the_engine_cache_maps():
+    """Import accepts exactly the models' choices; the cache must be able to map each of them."""
+    from memory.cache import EDGE, KIND, SCOPE
+    from memory.models import EdgeKind, NodeKind, Visibility
+
+    assert set(NodeKind.values) == set(KIND)
+    assert set(Visibility.values) == set(SCOPE)
+    assert set(EdgeKind.values) == set(EDGE)
