@@ -15,9 +15,10 @@ import logging
 from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 
 from assets import audit
+from assets.access import access_node
 from memory.engine.weave import EDGE_WEIGHTS
 from memory.models import Edge, EdgeKind, Followup, Node
 from memory.nearest import nearest_sql
@@ -140,31 +141,34 @@ def visible_conflicts(*, actor) -> QuerySet[Conflict]:
             .select_related("node_a", "node_b"))
 
 
-def _is_owner(actor, node: Node) -> bool:
-    if actor.agent is not None:
-        return node.owner_agent_id == actor.agent.id
-    return node.owner_user_id == getattr(actor.user, "id", None)
-
-
 ACTIONS = {"keep_both": Conflict.Status.KEPT_BOTH, "supersede": Conflict.Status.SUPERSEDED,
            "reject": Conflict.Status.REJECTED}
 
 
-@transaction.atomic
 def resolve(*, actor, conflict: Conflict, action: str, keep_id: int | None = None,
             request_id: str = "") -> Conflict:
-    c = Conflict.objects.select_for_update().select_related("node_a", "node_b").get(pk=conflict.pk)
-    if c.status != Conflict.Status.OPEN:
-        raise ValidationError({"action": [f"This conflict is already resolved ({c.status})."]})
-    if keep_id is not None and keep_id not in (c.node_a_id, c.node_b_id):
+    if keep_id is not None and keep_id not in (conflict.node_a_id, conflict.node_b_id):
         raise ValidationError({"keep": ["Must be one of the two nodes of the conflict."]})
-    now = timezone.now()
     if action == "supersede":
         if keep_id is None:
             raise ValidationError({"keep": ["Supersede needs the node to keep."]})
+        old_id = conflict.node_b_id if keep_id == conflict.node_a_id else conflict.node_a_id
+        # Superseding closes the old node's validity: a write, so the node write rule decides (the
+        # one used by the node API: an org admin with a read-only ACL grant is refused, 403
+        # ``acl_read_only``). Checked before the transaction, so the audited refusal is not rolled
+        # back with it; a conflict's two nodes never change, so the check holds for the write.
+        access_node(actor, old_id, for_write=True, request_id=request_id)
+    return _resolve(actor=actor, conflict=conflict, action=action, keep_id=keep_id, request_id=request_id)
+
+
+@transaction.atomic
+def _resolve(*, actor, conflict: Conflict, action: str, keep_id: int | None, request_id: str) -> Conflict:
+    c = Conflict.objects.select_for_update().select_related("node_a", "node_b").get(pk=conflict.pk)
+    if c.status != Conflict.Status.OPEN:
+        raise ValidationError({"action": [f"This conflict is already resolved ({c.status})."]})
+    now = timezone.now()
+    if action == "supersede":
         keep, old = (c.node_a, c.node_b) if keep_id == c.node_a_id else (c.node_b, c.node_a)
-        if not _is_owner(actor, old) and not actor.is_org_admin:
-            raise PermissionDenied("Only the owner of a memory or an org admin may supersede it.")
         Node.objects.filter(pk=old.pk, valid_to__isnull=True).update(valid_to=now)
         Edge.objects.bulk_create([Edge(org=c.org, src=keep, dst=old, kind=EdgeKind.SUPERSEDES,
                                        weight=EDGE_WEIGHTS["supersedes"])], ignore_conflicts=True)

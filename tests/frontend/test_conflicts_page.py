@@ -8,8 +8,11 @@ import re
 import pytest
 
 from assets.models import AuditEvent
-from memory.models import Edge, Node
+from memory.models import Edge, Node, Visibility
 from reflection.models import Conflict
+from tests.assets.helpers import grant
+
+from .conftest import actor, weave
 
 pytestmark = pytest.mark.django_db
 
@@ -88,3 +91,16 @@ def test_node_drawer_shows_conflicts_and_versions(world, login, conflict, hidden
     versions = newer.split('id="node-versions"')[1].split("</ul>")[0]
     assert "replaces" in versions and f"#{mem.owner_org}" in versions
     assert "superseded" in newer.split('id="node-conflicts"')[1].split("</ul>")[0]
+
+
+def test_a_read_only_acl_grant_does_not_let_an_org_admin_supersede_from_the_console(world, login, client_for):
+    """The console resolves through the same service, so the node write rule holds there too."""
+    a = world["a"]
+    old, new = weave(actor(a.member, a.org), "The Nimbus deal closes in May.", "The Nimbus deal closes in June.",
+                     visibility=Visibility.RESTRICTED)
+    for nid in (old, new):
+        grant(client_for(a.member), "node", nid, grantee_kind="user", user_id=a.admin.id)  # read only
+    c = Conflict.objects.create(org=a.org, node_a_id=old, node_b_id=new, reason="different month", detector="rule")
+    r = login(a.admin).post(f"/console/conflicts/{c.id}/resolve", {"action": "supersede", "keep": str(new)})
+    assert r.status_code == 403
+    assert Node.objects.get(id=old).valid_to is None and Conflict.objects.get(id=c.id).status == "open"

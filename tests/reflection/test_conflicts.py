@@ -8,6 +8,7 @@ from assets.models import AuditEvent
 from memory.models import Edge, Node
 from reflection import conflicts
 from reflection.models import Conflict
+from tests.assets.helpers import grant
 
 from .helpers import weave
 
@@ -148,3 +149,44 @@ def test_candidates_are_found_when_other_tenants_crowd_the_vector_index(world, c
         cur.execute("SET LOCAL enable_sort = off")
     assert conflicts.detect(org_id=world["a"].org.id, node_ids=[second]) == 1
     assert Conflict.objects.get().node_a_id == first
+
+
+def test_a_read_only_acl_grant_does_not_let_an_org_admin_supersede(world, client_for, no_llm):
+    """Superseding closes a node's validity, a write: the node write rule decides, as for the node
+    API. An org admin with a read grant on a restricted memory saw both nodes and was let through
+    by the old "owner or org admin" rule."""
+    a = world["a"]
+    first, second = two_statements(world, client_for, key=a.member, visibility="restricted")
+    conflicts.detect(org_id=a.org.id, node_ids=[second])
+    cid = Conflict.objects.get().id
+    for nid in (first, second):  # the admin may read both, so the conflict is listed to it
+        grant(client_for(a.member), "node", nid, grantee_kind="user", user_id=a.admin.id)
+    assert [r["id"] for r in client_for(a.admin).get("/api/v1/conflicts").json()["results"]] == [cid]
+    url = f"/api/v1/conflicts/{cid}/resolve"
+    r = client_for(a.admin).post(url, {"action": "supersede", "keep": second}, format="json")
+    assert r.status_code == 403, r.content
+    assert r.json()["error"]["code"] == "permission_denied"
+    # nothing written, and the refusal is audited with the same reason the node API gives
+    assert Node.objects.get(id=first).valid_to is None
+    assert Conflict.objects.get(id=cid).status == "open"
+    assert not Edge.objects.filter(kind="supersedes").exists()
+    ev = AuditEvent.objects.filter(org=a.org, action="node.write", object_id=str(first)).order_by("-id").first()
+    assert ev is not None and ev.outcome == "denied" and ev.reason == "acl_read_only"
+    # an outsider of the ACL does not even see the conflict; the owner supersedes
+    assert client_for(a.owner).post(url, {"action": "supersede", "keep": second}, format="json").status_code == 404
+    r = client_for(a.member).post(url, {"action": "supersede", "keep": second}, format="json")
+    assert r.status_code == 200, r.content
+    assert Node.objects.get(id=first).valid_to is not None
+
+
+def test_a_write_grant_lets_an_org_admin_supersede(world, client_for, no_llm):
+    a = world["a"]
+    first, second = two_statements(world, client_for, key=a.member, visibility="restricted")
+    conflicts.detect(org_id=a.org.id, node_ids=[second])
+    cid = Conflict.objects.get().id
+    grant(client_for(a.member), "node", first, grantee_kind="user", user_id=a.admin.id, permission="write")
+    grant(client_for(a.member), "node", second, grantee_kind="user", user_id=a.admin.id)
+    r = client_for(a.admin).post(f"/api/v1/conflicts/{cid}/resolve", {"action": "supersede", "keep": second},
+                                 format="json")
+    assert r.status_code == 200, r.content
+    assert Node.objects.get(id=first).valid_to is not None
