@@ -13,7 +13,7 @@ them: deterministic for recent memory, approximate only beyond it, and bounded i
 
 from __future__ import annotations
 
-RECENT_WINDOW = 10_000
+RECENT_WINDOW = 2_000
 
 
 def nearest_sql(*, where: str, query: str, limit: str) -> str:
