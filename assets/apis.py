@@ -441,7 +441,7 @@ class ImportApi(Api):
         from django.core.exceptions import ValidationError as DjangoValidationError
         from django.db import DataError, IntegrityError
 
-        from .porting import import_lines
+        from .porting import ImportInvalid, import_lines
 
         if request.actor.agent is not None:
             raise PermissionDenied("Agents may not import into the organisation's memory.")
@@ -450,6 +450,10 @@ class ImportApi(Api):
         s.is_valid(raise_exception=True)
         try:
             counts = import_lines(request.actor.org, s.validated_data["jsonl"].splitlines(), actor=request.actor)
+        except ImportInvalid as exc:  # checked before writing: every bad line (up to 50), by column
+            raise serializers.ValidationError({"jsonl": [
+                f"line {line}: {col}: {msg}" for line, cols in exc.errors.items()
+                for col, msgs in cols.items() for msg in msgs]}) from None
         except (ValueError, TypeError, KeyError, json.JSONDecodeError, DataError, IntegrityError,
                 DjangoValidationError) as exc:
             # the import is one transaction: a bad line anywhere imports nothing

@@ -182,6 +182,13 @@ def test_import_lines_names_every_bad_line_and_the_command_refuses_the_file(worl
     assert exc.value.errors[str(edge + 1)] == {"kind": ["This field is required."]}
     assert _counts(gamma) == (0, 0, 0, 0)
     fresh_cache.get(gamma.id)  # builds (it raised KeyError('public') once such a row was in)
+    # the API lists every bad line, each with its column
+    r = _post_import(client_for(world["a"].admin), rows)
+    assert r.status_code == 400, r.content
+    listed = r.json()["error"]["fields"]["jsonl"]
+    assert {m.split(":")[0] for m in listed} == {f"line {n + 1}" for n in (nodes[0], nodes[1], edge)}
+    assert f"line {edge + 1}: kind: This field is required." in listed
+    assert _counts(gamma) == (0, 0, 0, 0)
     # the operator command reads the file as the API reads the body: refused, nothing written
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join(json.dumps(x) for x in rows))
