@@ -184,6 +184,44 @@ def asset_promote(*, actor: Actor, asset: Asset, visibility: str, team: Team | N
     return asset
 
 
+def _check_promotion_team(asset: Asset) -> None:
+    """Refuse (409 ``target_team_gone``) to apply a promotion whose team was deleted: its id would
+    be written to ``asset.team`` and fail the foreign key at commit (a 500). Deleting a team
+    withdraws the promotions naming it (``promotions_withdraw_for_team``), so this is the guard for
+    a promotion proposed while the team was being deleted. The row lock keeps the team from being
+    deleted between this check and the commit."""
+    team_id = asset.promotion.get("team_id")
+    if team_id and not Team.objects.select_for_update().filter(org_id=asset.org_id, id=team_id).exists():
+        raise Conflict("The team this promotion targets no longer exists: send the candidate back to draft "
+                       "and promote it again.", code="target_team_gone")
+
+
+@transaction.atomic
+def promotions_withdraw_for_team(*, actor: Actor, team: Team, request_id: str = "") -> list[int]:
+    """Called by ``teams.services.team_delete`` before the team row goes: every candidate whose
+    pending promotion names the team goes back to draft, promotion cleared, each audited like a
+    withdrawal. Withdrawing rather than leaving the candidate (or re-targeting it) because the
+    scope its requester asked for no longer exists; approving it would fail
+    (``_check_promotion_team``) and the candidate would sit in the approval queue for good. The
+    asset keeps its own visibility (a candidate is still personal), so nothing is widened. Returns
+    the ids of the withdrawn candidates."""
+    # The assets are locked before the team row goes, as an approval locks the asset and then the
+    # team (``_check_promotion_team``): one order on both paths, so the two cannot deadlock. A
+    # candidate approved meanwhile no longer matches once its lock is released, and is left alone.
+    candidates = list(Asset.objects.select_for_update()
+                      .filter(org_id=team.org_id, status=AssetStatus.CANDIDATE, promotion__team_id=team.id)
+                      .order_by("id"))
+    for asset in candidates:
+        withdrawn = asset.promotion
+        asset.status, asset.promotion = AssetStatus.DRAFT, {}
+        asset.save(update_fields=["status", "promotion", "updated_at"])
+        audit.record(actor=actor, action="asset.transition", object_type="asset", object_id=asset.id,
+                     reason="target_team_deleted",
+                     detail={"from": AssetStatus.CANDIDATE, "to": AssetStatus.DRAFT,
+                             "withdrawn_promotion": withdrawn}, request_id=request_id)
+    return [a.id for a in candidates]
+
+
 # Who may make a legal move: approving needs an approver (``access.can_approve``), sending a
 # candidate back to draft its owner or an approver, every other move a writer of the asset.
 _APPROVE, _REJECT, _WRITE = "approve", "reject", "write"
@@ -244,6 +282,7 @@ def asset_transition(*, actor: Actor, asset: Asset, to: str, expected_version: i
     detail: dict = {"from": frm, "to": to}
     if to == AssetStatus.APPROVED:
         if asset.promotion:
+            _check_promotion_team(asset)
             detail["promotion"] = asset.promotion
             asset.visibility = asset.promotion["visibility"]
             if asset.promotion.get("team_id"):

@@ -3,20 +3,46 @@
 Every member of the org gets every event, so an event is filtered per recipient before it is sent:
 node ids are opaque (``feed_nodes`` renders only the visible ones), but a session key names
 someone's session and is readable only by those who may read one of the event's nodes (the API
-shows a session key only on a node the actor can see, ``memory.apis``)."""
+shows a session key only on a node the actor can see, ``memory.apis``).
+
+Access is decided at connect and again while the socket lives: a member removed from the org, or a
+deactivated user, stops receiving within ``RECHECK_SECS`` and the socket is closed. The
+socket is opened with the console session only (``AuthMiddlewareStack``; agent keys have no feed)."""
 
 from __future__ import annotations
 
 import logging
+import time
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from memory.selectors import visible_nodes
 from teams.auth import actor_for_user
-from teams.models import Organization
+from teams.models import Membership, Organization
 
 log = logging.getLogger("nylon.events")
+
+# How long a socket trusts its last membership check. Each check is one query (the unique
+# (org, user) membership index joined to the user's primary key), so a burst of events (a bulk
+# import's chunks) costs a connection one query per second, not one per event, while a removed
+# member or a deactivated user gets at most this long of further events.
+RECHECK_SECS = 1.0
+# Application close codes (4000-4999): the same as a refused connect.
+CLOSE_UNAUTHENTICATED = 4401  # the user was deactivated (or deleted)
+CLOSE_NOT_MEMBER = 4403  # the user is no longer a member of the socket's org
+
+_clock = time.monotonic  # a module attribute so tests can move time
+
+
+@database_sync_to_async
+def _still_allowed(user_id: int, org_id: int) -> int | None:
+    """None while the user is an active member of the org, else the close code."""
+    active = Membership.objects.filter(org_id=org_id, user_id=user_id).values_list("user__is_active", flat=True)
+    row = list(active[:1])
+    if not row:
+        return CLOSE_NOT_MEMBER  # removed from the org (or the user, or the org, deleted)
+    return None if row[0] else CLOSE_UNAUTHENTICATED
 
 # Payload fields that name a session's content rather than point at rows filtered later.
 _SESSION_FIELDS = ("session_key",)
@@ -66,22 +92,49 @@ async def for_recipient(user, org_id: int, event: dict) -> dict:
 class EventsConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
         user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=4401)
+        if user is None or not user.is_authenticated or not user.is_active:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         session = self.scope.get("session") or {}
         org_id = await _org_for(user, session.get("org_slug"))
         if org_id is None:
-            await self.close(code=4403)
+            await self.close(code=CLOSE_NOT_MEMBER)
             return
         self.org_id = org_id
         self.group = f"org.{org_id}"
+        self.checked_at = _clock()  # _org_for just found the membership (and the login an active user)
+        self.revoked = False
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
 
     async def disconnect(self, code):
+        await self._leave_group()
+
+    async def _leave_group(self) -> None:
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            del self.group
+
+    async def _allowed(self) -> bool:
+        """Is the user still an active member of the socket's org? Asked again once the last
+        answer is ``RECHECK_SECS`` old; on a no the socket leaves the group and is closed."""
+        if self.revoked:
+            return False  # events already queued for a closed socket are dropped
+        if _clock() - self.checked_at < RECHECK_SECS:
+            return True
+        try:
+            code = await _still_allowed(self.scope["user"].pk, self.org_id)
+        except Exception as exc:  # fail closed: drop this event, ask again on the next one
+            log.warning("live feed membership check failed: %s", exc)
+            return False
+        if code is None:
+            self.checked_at = _clock()
+            return True
+        self.revoked = True
+        await self._leave_group()
+        await self.close(code=code)
+        return False
 
     async def org_event(self, message):
-        await self.send_json(await for_recipient(self.scope["user"], self.org_id, message["event"]))
+        if await self._allowed():
+            await self.send_json(await for_recipient(self.scope["user"], self.org_id, message["event"]))

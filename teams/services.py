@@ -11,6 +11,7 @@ from django.utils.text import slugify
 from rest_framework.exceptions import PermissionDenied, ValidationError
 
 from assets import audit
+from assets.services import promotions_withdraw_for_team
 
 from .access import require_org_admin
 from .auth import KEY_PREFIX, Actor, hash_secret
@@ -75,6 +76,9 @@ def team_update(*, actor: Actor, team: Team, data: dict, request_id: str = "") -
 @transaction.atomic
 def team_delete(*, actor: Actor, team: Team, request_id: str = "") -> None:
     require_org_admin(actor, action="team deletion")
+    # Pending promotions to this team could never be applied (its id would break asset.team's
+    # foreign key): send those candidates back to draft, in this transaction, before the team goes.
+    promotions_withdraw_for_team(actor=actor, team=team, request_id=request_id)
     audit.record(actor=actor, action="team.delete", object_type="team", object_id=team.id,
                  detail={"name": team.name}, request_id=request_id)
     team.delete()

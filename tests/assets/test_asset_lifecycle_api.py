@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from assets.models import Asset
-from teams.models import TeamMembership, TeamRole
+from assets.models import Asset, AuditEvent
+from teams.models import Team, TeamMembership, TeamRole
 
 from .helpers import approve, create_asset, last_event
 
@@ -100,3 +100,53 @@ def test_transition_with_stale_version_is_409(world, client_for):
     c.patch(f"/api/v1/assets/{aid}", {"expected_version": 1, "body": "new"}, format="json")
     r = c.post(f"/api/v1/assets/{aid}/transition", {"to": "candidate", "expected_version": 1}, format="json")
     assert r.status_code == 409
+
+
+def test_deleting_a_team_withdraws_the_promotions_to_it(world, client_for):
+    """A member promotes to team T, the owner deletes T: the candidate goes back to draft (audited),
+    so it leaves the approval queue and approving it is refused (4xx), never a foreign-key failure."""
+    a = world["a"]
+    m, owner = client_for(a.member), client_for(a.owner)
+    aid = create_asset(m, title="Oncall")["id"]
+    assert m.post(f"/api/v1/assets/{aid}/promote", {"visibility": "team", "team_id": a.team.id},
+                  format="json").status_code == 200
+    other = create_asset(m, title="Org note")["id"]  # a promotion naming no team is not touched
+    m.post(f"/api/v1/assets/{other}/promote", {"visibility": "org"}, format="json")
+
+    assert owner.delete(f"/api/v1/teams/{a.team.id}").status_code == 204
+    asset = Asset.objects.get(id=aid)
+    assert (asset.status, asset.promotion, asset.visibility, asset.team_id) == ("draft", {}, "private", None)
+    ev = last_event(a.org, action="asset.transition", object_id=str(aid))
+    assert ev.reason == "target_team_deleted" and ev.detail["withdrawn_promotion"]["team_id"] == a.team.id
+    assert Asset.objects.get(id=other).status == "candidate"
+
+    # No longer a candidate: the org owner no longer sees it (a private draft), its owner may not
+    # approve a draft (draft → approved is illegal).
+    approve(owner, aid, status=404)
+    approve(m, aid, status=400)
+    assert Asset.objects.get(id=aid).status == "draft"
+    # The owner may promote it again, to a scope that exists.
+    assert m.post(f"/api/v1/assets/{aid}/promote", {"visibility": "org"}, format="json").status_code == 200
+
+
+def test_approving_a_promotion_whose_team_is_gone_is_409_and_writes_nothing(world, client_for):
+    """The guard for a promotion that slipped past the withdrawal (proposed while the team was
+    being deleted): approving it is refused with a clear code, the candidate left as it was."""
+    a = world["a"]
+    m = client_for(a.member)
+    aid = create_asset(m, title="Oncall")["id"]
+    m.post(f"/api/v1/assets/{aid}/promote", {"visibility": "team", "team_id": a.team.id}, format="json")
+    Team.objects.filter(id=a.team.id).delete()  # the row goes without the service's withdrawal
+    before = AuditEvent.objects.filter(org=a.org, action="asset.transition").count()
+
+    r = client_for(a.owner).post(f"/api/v1/assets/{aid}/transition", {"to": "approved"}, format="json")
+    assert r.status_code == 409, r.content
+    assert r.json()["error"]["code"] == "target_team_gone"
+    asset = Asset.objects.get(id=aid)
+    assert (asset.status, asset.visibility, asset.team_id, asset.approved_by_id) == ("candidate", "private", None,
+                                                                                     None)
+    assert asset.promotion["team_id"] == a.team.id
+    assert AuditEvent.objects.filter(org=a.org, action="asset.transition").count() == before
+    # The owner can still withdraw it, and nothing else is stuck.
+    _to(m, aid, "draft")
+    assert Asset.objects.get(id=aid).promotion == {}

@@ -3,6 +3,7 @@ sent must not name sessions they may not read."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -10,9 +11,13 @@ from asgiref.sync import async_to_sync
 from asgiref.testing import ApplicationCommunicator
 from channels.db import database_sync_to_async
 
+from frontend import consumers
 from frontend.consumers import EventsConsumer
 from memory.models import MemorySession, Visibility
+from nylon_project import events
 from reflection import services as reflection_services
+from teams import services as team_services
+from teams.models import Membership
 
 from .conftest import actor, weave
 
@@ -110,3 +115,114 @@ def test_abstracted_event_names_a_private_session_only_to_its_owner(world, djang
     owner_feed, member_feed = _events_for([a.owner, a.member], publish)
     assert [e["type"] for e in owner_feed] == ["memory.abstracted"] and "session_key" not in owner_feed[0]
     assert [(e["type"], e["session_key"]) for e in member_feed] == [("memory.abstracted", PRIVATE_KEY)]
+
+
+# --- access re-checked while the socket lives ----------------------------------------------------------
+
+# The feed's promise: a member removed from the org, or a deactivated user, is sent nothing once
+# this long has passed (frontend.consumers.RECHECK_SECS).
+REVOCATION_WITHIN = 1.0
+
+
+def _publish_sync(org_id: int, *types: str) -> None:
+    for t in types:
+        events.publish(org_id, t, {"node_ids": [1]})
+
+
+async def _publish(org_id: int, *types: str, capture) -> None:
+    def run():
+        with capture(execute=True):
+            _publish_sync(org_id, *types)
+
+    await database_sync_to_async(run)()
+
+
+async def _close(*comms: ApplicationCommunicator) -> None:
+    for c in comms:
+        await c.send_input({"type": "websocket.disconnect", "code": 1000})
+        await c.wait(timeout=2)
+
+
+async def _types(comm: ApplicationCommunicator) -> list[str]:
+    got = [(await _receive(comm))["type"]]
+    while not await comm.receive_nothing(timeout=0.1):
+        got.append((await _receive(comm))["type"])
+    return got
+
+
+def _revoked_socket_gets_nothing(world, capture, revoke, close_code: int) -> None:
+    """Member and owner connected, both get an event; ``revoke`` runs on the member; once
+    REVOCATION_WITHIN has passed, two events: the owner gets both, the member's socket is closed
+    with ``close_code`` and carries neither."""
+    a = world["a"]
+
+    async def run():
+        member, owner = await _connect(a.member), await _connect(a.owner)
+        try:
+            await _publish(a.org.id, "memory.woven", capture=capture)
+            assert await _types(member) == ["memory.woven"] and await _types(owner) == ["memory.woven"]
+
+            await database_sync_to_async(revoke)()
+            await asyncio.sleep(REVOCATION_WITHIN)
+            await _publish(a.org.id, "conflict.detected", "memory.woven", capture=capture)
+
+            out = await member.receive_output(timeout=2)
+            assert out["type"] == "websocket.close" and out["code"] == close_code, out
+            assert await member.receive_nothing(timeout=0.3)  # nothing after the close either
+            assert await _types(owner) == ["conflict.detected", "memory.woven"]
+        finally:
+            await _close(member, owner)
+
+    async_to_sync(run)()
+
+
+def test_a_removed_member_gets_no_further_events_and_the_socket_closes(world, django_capture_on_commit_callbacks):
+    a = world["a"]
+
+    def remove():
+        m = Membership.objects.get(org=a.org, user=a.member)
+        team_services.member_remove(actor=actor(a.owner, a.org), membership=m)
+
+    _revoked_socket_gets_nothing(world, django_capture_on_commit_callbacks, remove, 4403)
+
+
+def test_a_deactivated_user_gets_no_further_events_and_the_socket_closes(world, django_capture_on_commit_callbacks):
+    a = world["a"]
+
+    def deactivate():
+        type(a.member).objects.filter(pk=a.member.pk).update(is_active=False)
+
+    _revoked_socket_gets_nothing(world, django_capture_on_commit_callbacks, deactivate, 4401)
+
+
+def test_a_member_keeps_receiving_and_is_rechecked_at_most_once_per_window(world, django_capture_on_commit_callbacks,
+                                                                            monkeypatch):
+    """The cost bound: a burst of events inside one RECHECK_SECS window costs no membership query,
+    the first event after it one; a member who is still a member keeps getting everything."""
+    a = world["a"]
+    now = [1000.0]
+    monkeypatch.setattr(consumers, "_clock", lambda: now[0])
+    checks: list[int] = []
+    real_check = consumers._still_allowed
+
+    async def counted(user_id, org_id):
+        checks.append(user_id)
+        return await real_check(user_id, org_id)
+
+    monkeypatch.setattr(consumers, "_still_allowed", counted)
+
+    async def run():
+        member = await _connect(a.member)
+        try:
+            await _publish(a.org.id, *["memory.woven"] * 5, capture=django_capture_on_commit_callbacks)
+            assert await _types(member) == ["memory.woven"] * 5 and checks == []  # just checked at connect
+            for _ in range(2):
+                now[0] += consumers.RECHECK_SECS + 0.1
+                await _publish(a.org.id, "conflict.detected", "memory.woven", "memory.woven",
+                               capture=django_capture_on_commit_callbacks)
+                assert await _types(member) == ["conflict.detected", "memory.woven", "memory.woven"]
+            assert checks == [a.member.pk, a.member.pk]  # one query per window, not one per event
+        finally:
+            await _close(member)
+
+    async_to_sync(run)()
