@@ -173,13 +173,32 @@ def _rows(lines: Iterable[str]) -> Iterator[tuple[int, str, dict]]:
         raise ValueError("Empty file.")
 
 
-def _validate(lines: Iterable[str]) -> None:
+_OWNER_ONLY = {"private", "restricted"}
+
+
+def _foreign_private(kind: str, row: dict, importer: str) -> dict[str, list[str]]:
+    """An org admin may not read another member's private memory, nor restricted memory without a
+    grant, so an import through the API may not write any either: such rows owned by a user must be
+    the importer's own. Agents' rows are allowed: an org admin already acts as any agent of the org
+    (it mints their keys). The operator's ``manage.py import_memory``, a full restore, has no importer."""
+    if kind not in ("node", "asset") or row.get("visibility") not in _OWNER_ONLY:
+        return {}
+    if row.get("owner_agent") or row.get("owner_user") == importer:
+        return {}
+    return {"owner_user": [f"{row['visibility']} memory of a member is imported through the API only by "
+                           f"that member ({importer} is not {row.get('owner_user')}); a full restore is "
+                           "`manage.py import_memory`."]}
+
+
+def _validate(lines: Iterable[str], *, importer: str | None = None) -> None:
     """Every row checked before the first is written, so a bad value anywhere imports nothing and
     the error names every bad line (up to ``_MAX_ERRORS``), not only the first."""
     choices = _choices()
     errors: dict[str, dict[str, list[str]]] = {}
     for lineno, kind, row in _rows(lines):
         bad = _bad_values(kind, row, choices)
+        if importer is not None:
+            bad = bad | _foreign_private(kind, row, importer)
         if bad:
             errors[str(lineno)] = bad
             if len(errors) >= _MAX_ERRORS:
@@ -210,7 +229,8 @@ def _twice(lines: Iterable[str]) -> Callable[[], Iterable[str]]:
 @transaction.atomic
 def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict:
     read = _twice(lines)
-    _validate(read())
+    user = getattr(actor, "user", None)
+    _validate(read(), importer=user.get_username() if actor is not None and user is not None else None)
     User = get_user_model()
     users = {u.username: u for u in User.objects.filter(memberships__org=org)}
     agents = {a.name: a for a in Agent.objects.filter(org=org)}

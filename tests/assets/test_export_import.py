@@ -114,11 +114,48 @@ def fresh_cache():
 
 
 def _exported_rows(world, client_for, tmp_path) -> list[dict]:
-    """Everything of alpha (nodes, an edge chain, assets, versions), header first."""
+    """Everything of alpha an org admin may import through the API (nodes, an edge chain, assets,
+    versions), header first: the operator's export without the member's private rows."""
     _populate(world, client_for)
     out = tmp_path / "alpha.jsonl"
     call_command("export_memory", "--org", "alpha", "--out", str(out))
-    return [json.loads(x) for x in out.read_text().splitlines()]
+    return _without_members_private([json.loads(x) for x in out.read_text().splitlines()])
+
+
+def _members_private(row: dict) -> bool:
+    return (row["type"] in ("node", "asset") and row.get("visibility") in ("private", "restricted")
+            and bool(row.get("owner_user")))
+
+
+def _without_members_private(rows: list[dict]) -> list[dict]:
+    gone = {(r["type"], r["id"]) for r in rows if _members_private(r)}
+    return [r for r in rows if not _members_private(r)
+            and not (r["type"] == "edge" and {("node", r["src"]), ("node", r["dst"])} & gone)
+            and not (r["type"] == "asset_version" and ("asset", r["asset"]) in gone)]
+
+
+def test_api_import_may_not_write_into_a_members_private_memory(world, client_for, tmp_path):
+    """An org admin cannot read a member's private memory, so the API import may not plant any in
+    it either; agents' private rows pass (the admin mints agents' keys), and the operator's command
+    restores everything."""
+    a = world["a"]
+    _populate(world, client_for)
+    out = tmp_path / "alpha.jsonl"
+    call_command("export_memory", "--org", "alpha", "--out", str(out))
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    private = [i + 1 for i, r in enumerate(rows) if _members_private(r)]
+    assert private
+    gamma = _twin_org(world)
+    r = _post_import(client_for(a.admin), rows)
+    assert r.status_code == 400, r.content
+    listed = r.json()["error"]["fields"]["jsonl"]
+    assert {m.split(":")[0] for m in listed} == {f"line {n}" for n in private}
+    assert all("owner_user" in m and "alpha-member" in m for m in listed)
+    assert _counts(gamma) == (0, 0, 0, 0)
+    # the same rows owned by the importer pass
+    mine = [{**r, "owner_user": a.admin.username} if _members_private(r) else r for r in rows]
+    assert _post_import(client_for(a.admin), mine).status_code == 201
+    call_command("import_memory", "--org", "gamma", str(out))  # the operator's restore takes all
 
 
 def _post_import(client, rows: list[dict]):
