@@ -118,11 +118,21 @@ class _Protocol:
         last = msgs[-1] if msgs else None
         return _text_of(last.get("content")) if isinstance(last, dict) and last.get("role") == "user" else ""
 
+    @staticmethod
+    def _sse(data: dict, event: str = "") -> bytes:
+        head = f"event: {event}\n" if event else ""
+        return f"{head}data: {json.dumps(data)}\n\n".encode()
+
 
 class OpenAI(_Protocol):
     name = "openai"
     path = "/chat/completions"
     stream_end = b"data: [DONE]"
+
+    @classmethod
+    def stream_error(cls, error: dict) -> bytes:
+        """A data event carrying ``error``: what the OpenAI SDKs raise as an APIError mid-stream."""
+        return cls._sse(error)
 
     @classmethod
     def inject(cls, body: dict, text: str, *, tools: bool) -> dict:
@@ -191,6 +201,13 @@ class Anthropic(_Protocol):
     name = "anthropic"
     path = "/messages"
     stream_end = b"event: message_stop"
+
+    @classmethod
+    def stream_error(cls, error: dict) -> bytes:
+        """Anthropic's own ``error`` event (``{"type": "error", "error": {"type", "message"}}``),
+        which its SDKs raise; our code and request id ride along in the same object."""
+        inner = {"type": "api_error", **error["error"]}
+        return cls._sse({**error, "type": "error", "error": inner}, event="error")
 
     @staticmethod
     def inject(body: dict, text: str, *, tools: bool) -> dict:

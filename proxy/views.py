@@ -23,7 +23,7 @@ from django.db import close_old_connections
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from nylon_project.errors import error_response
+from nylon_project.errors import error_body, error_response
 
 from . import stats, writeback
 from .bundle import PROTOCOLS, Bundle, build_bundle, run_tool
@@ -83,6 +83,21 @@ def _log_failure(future) -> None:
 
 def _error(status: int, code: str, message: str, request) -> JsonResponse:
     return error_response(request, status, code, message)
+
+
+_UPSTREAM_UNREACHABLE = "The {} upstream could not be reached."
+_UPSTREAM_FAILED = "The {} upstream failed mid-answer."
+
+
+def _upstream_failed(request, protocol_name: str, memory: str, exc: Exception, stage: str) -> JsonResponse:
+    """The one answer for an upstream that fails before the caller got a status line: connecting,
+    reading the answer, or any follow-up of a memory-tool round. A bare exception here would be
+    Django's HTML 500, which no LLM SDK can parse and which says nothing about who failed."""
+    log.warning("proxy: upstream %s failed while %s: %s", protocol_name, stage, type(exc).__name__)
+    message = (_UPSTREAM_UNREACHABLE if stage == "connecting" else _UPSTREAM_FAILED).format(protocol_name)
+    resp = _error(502, "upstream_unavailable", message, request)
+    resp["X-Nylon-Memory"] = memory
+    return resp
 
 
 class _AuthFailed(Exception):
@@ -207,8 +222,8 @@ async def _proxy(request, protocol_name: str):
         msgs = protocol.messages(body)
         session = writeback.session_key_for(agent_id=actor.id, explicit=explicit_session,
                                             first_user_text=protocol.first_user_text(body))
-        turns = writeback.turns_for(position=len(msgs), user_text=user_text, answer=answer,
-                                    model=str(body.get("model", "")))
+        turns = writeback.turns_for(session_key=session, position=len(msgs), user_text=user_text,
+                                    answer=answer, model=str(body.get("model", "")))
         writeback.enqueue(key_id=actor.key_id, session_key=session, turns=turns)
 
     client = _upstream_client()
@@ -216,17 +231,16 @@ async def _proxy(request, protocol_name: str):
         upstream_req = client.build_request("POST", upstream_url, content=payload, headers=headers)
         upstream = await client.send(upstream_req, stream=True)
     except httpx.HTTPError as exc:
-        log.warning("proxy: upstream %s unreachable: %s", protocol_name, type(exc).__name__)
-        resp = _error(502, "upstream_unavailable", f"The {protocol_name} upstream could not be reached.", request)
-        resp["X-Nylon-Memory"] = memory
-        return resp
+        return _upstream_failed(request, protocol_name, memory, exc, "connecting")
 
     is_stream = "text/event-stream" in upstream.headers.get("content-type", "")
     if is_stream:
-        return _stream(upstream, protocol, memory, bundle, after)
+        return _stream(upstream, protocol, memory, bundle, after, request)
 
     try:
         content = await upstream.aread()
+    except httpx.HTTPError as exc:
+        return _upstream_failed(request, protocol_name, memory, exc, "reading the answer")
     finally:
         await upstream.aclose()
     status = upstream.status_code
@@ -237,8 +251,12 @@ async def _proxy(request, protocol_name: str):
         except ValueError:
             answer_json = None
     if tools and isinstance(answer_json, dict):
-        answer_json, content, status = await _tool_rounds(client, upstream_url, headers, protocol, actor,
-                                                          sent_body, answer_json, content, status)
+        try:
+            answer_json, content, status = await _tool_rounds(client, upstream_url, headers, protocol, actor,
+                                                              sent_body, answer_json, content, status)
+        except httpx.HTTPError as exc:
+            # the first answer held only our tool calls: the caller cannot use it, so no partial 200
+            return _upstream_failed(request, protocol_name, memory, exc, "answering a memory tool call")
     response = HttpResponse(content, status=status,
                             content_type=upstream.headers.get("content-type", "application/json"))
     _copy_headers(upstream, response, memory, bundle)
@@ -280,20 +298,33 @@ async def _tool_rounds(client, url, headers, protocol, actor, sent_body, answer,
     return answer, content, status
 
 
-def _stream(upstream: httpx.Response, protocol, memory: str, bundle, after) -> StreamingHttpResponse:
+def _stream(upstream: httpx.Response, protocol, memory: str, bundle, after, request) -> StreamingHttpResponse:
     capture = upstream.is_success
 
     async def relay():
         kept: list[bytes] = []
         size = 0
         completed = False
+        recent = b"\n\n"  # the last bytes relayed, whether captured or not
         try:
             async for chunk in upstream.aiter_raw():
                 if capture and size < MAX_CAPTURE:
                     kept.append(chunk)
                     size += len(chunk)
+                if chunk:
+                    recent = (recent + chunk)[-256:]
                 yield chunk
             completed = True
+        except httpx.HTTPError as exc:
+            # The status line is already sent, so no 502 now: end the stream with the protocol's own
+            # error event (the one error shape inside), which the SDKs raise as an API error instead
+            # of taking the truncated answer for a finished one (nor is it written back, below).
+            log.warning("proxy: upstream %s failed mid-stream: %s", protocol.name, type(exc).__name__)
+            if protocol.stream_end not in recent:  # a failure after the last event lost nothing
+                body = error_body("upstream_unavailable", _UPSTREAM_FAILED.format(protocol.name),
+                                  request=request)
+                # an upstream chunk cut mid-event is closed first, so the error event parses on its own
+                yield (b"" if recent.endswith(b"\n\n") else b"\n\n") + protocol.stream_error(body)
         finally:
             # Callers hang up as soon as they read the protocol's last event ([DONE] /
             # message_stop), often before the upstream closes: that is a finished answer too.

@@ -23,16 +23,32 @@ def session_key_for(*, agent_id: int, explicit: str, first_user_text: str) -> st
     return f"proxy-{digest}"
 
 
-def turns_for(*, position: int, user_text: str, answer: str, model: str) -> list[dict]:
-    """Event ids tie each turn to its place in the conversation: a retried request writes nothing twice."""
-    def eid(role: str, text: str) -> str:
-        return f"proxy:{position}:{role}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def turns_for(*, session_key: str, position: int, user_text: str, answer: str, model: str) -> list[dict]:
+    """Event ids tie each turn to its place in its conversation: a retried request writes nothing twice.
+
+    Idempotency is unique per (org, owner, event_id), across all of the agent's sessions, so the
+    session is part of the id: two conversations that happen to repeat a turn at the same position
+    ("Hello" / the same greeting) each keep theirs. The session key is hashed because it may be 200
+    characters and the event id has room for 200 in all.
+
+    The user turn is keyed by its text: a retry resends it verbatim, while an edited question at
+    that position is a new turn. The answer is keyed by the question it answers, not by its own
+    text: a retry of the same question that samples a different answer writes nothing (the first
+    answer stored wins), whereas an edited question gets its own answer."""
+    session = _sha(session_key)
+    question = _sha(user_text)
 
     turns = []
     if user_text.strip():
-        turns.append({"text": user_text, "speaker": "user", "event_id": eid("user", user_text)})
+        turns.append({"text": user_text, "speaker": "user",
+                      "event_id": f"proxy:{session}:{position}:user:{question}"})
     if answer.strip():
-        turns.append({"text": answer, "speaker": "assistant", "event_id": eid("assistant", answer),
+        turns.append({"text": answer, "speaker": "assistant",
+                      "event_id": f"proxy:{session}:{position}:assistant:{question}",
                       "metadata": {"model": model} if model else {}})
     return turns
 
