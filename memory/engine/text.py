@@ -13,6 +13,7 @@ graph on every machine and in every test run:
 
 from __future__ import annotations
 
+import calendar
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -545,14 +546,38 @@ def emotion(text: str) -> Emotion:
 # ---------------------------------------------------------------------------
 
 
+class _Unresolvable(Exception):
+    """The expression names no representable day: it resolves outside ``date.min``..``date.max``
+    (years 1-9999: "10000 years ago", "tomorrow" on 31 December 9999) or to no such day ("30 February
+    2023"). ``resolve_times`` skips the expression, as it would an unparseable one: text is never a
+    reason for a write to fail."""
+
+
+# Every date a handler builds goes through these two, so no handler can raise ValueError or
+# OverflowError from user text; ``resolve_times`` catches ``_Unresolvable`` in one place.
+def _day(year: int, month: int, day: int) -> date:
+    try:
+        return date(year, month, day)
+    except (ValueError, OverflowError) as exc:  # OverflowError: a year beyond a C int
+        raise _Unresolvable from exc
+
+
+def _add_days(d: date, days: int) -> date:
+    try:
+        return d + timedelta(days=days)
+    except OverflowError as exc:  # past date.min/date.max, or |days| beyond timedelta's range
+        raise _Unresolvable from exc
+
+
 def _week_start(d: date) -> date:
-    return d - timedelta(days=d.weekday())
+    return _add_days(d, -d.weekday())
 
 
 def _month_range(year: int, month: int) -> tuple[date, date]:
-    start = date(year, month, 1)
-    nxt = date(year + 1, 1, 1) if month == 12 else date(year, month + 1, 1)
-    return start, nxt - timedelta(days=1)
+    # The last day from the calendar, not "the 1st of next month minus a day": December 9999 is
+    # representable even though January 10000 is not.
+    start = _day(year, month, 1)
+    return start, _day(year, month, calendar.monthrange(year, month)[1])
 
 
 def _shift_month(year: int, month: int, delta: int) -> tuple[int, int]:
@@ -562,9 +587,21 @@ def _shift_month(year: int, month: int, delta: int) -> tuple[int, int]:
 
 def _season_range(name: str, year: int) -> tuple[date, date]:
     first = _SEASONS[name]
-    start = date(year, first, 1)
+    start = _day(year, first, 1)
     end_y, end_m = _shift_month(year, first, 2)
     return start, _month_range(end_y, end_m)[1]
+
+
+def _season_occurrences(name: str, years: Iterable[int]) -> list[tuple[date, date]]:
+    """The season in each of ``years`` that is representable (winter 9999 ends in year 10000): the
+    ones left still answer "last summer" at the edges of the calendar."""
+    out: list[tuple[date, date]] = []
+    for year in years:
+        try:
+            out.append(_season_range(name, year))
+        except _Unresolvable:
+            continue
+    return out
 
 
 _FUTURE_RE = re.compile(
@@ -593,25 +630,19 @@ _NUM_ALT = r"\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twe
 
 def _h_fixed(offset: int) -> _Handler:
     def handler(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool]:
-        d = ctx.ref + timedelta(days=offset)
+        d = _add_days(ctx.ref, offset)
         return d, d, "day", False
 
     return handler
 
 
-def _h_dmy(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool] | None:
-    try:
-        d = date(int(m["year"]), _MONTHS[m["mon"].lower().rstrip(".")], int(m["day"]))
-    except ValueError:
-        return None
+def _h_dmy(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool]:
+    d = _day(int(m["year"]), _MONTHS[m["mon"].lower().rstrip(".")], int(m["day"]))
     return d, d, "day", False
 
 
-def _h_iso(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool] | None:
-    try:
-        d = date(int(m["y"]), int(m["m"]), int(m["d"]))
-    except ValueError:
-        return None
+def _h_iso(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool]:
+    d = _day(int(m["y"]), int(m["m"]), int(m["d"]))
     return d, d, "day", False
 
 
@@ -621,8 +652,8 @@ def _h_dm(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool] | None:
     best: date | None = None
     for year in (ctx.ref.year - 1, ctx.ref.year, ctx.ref.year + 1):
         try:
-            cand = date(year, month, day)
-        except ValueError:
+            cand = _day(year, month, day)
+        except _Unresolvable:  # no 29 February that year, or a year outside 1-9999
             continue
         if best is None or abs((cand - ctx.ref).days) < abs((best - ctx.ref).days):
             best = cand
@@ -638,7 +669,7 @@ def _h_month_year(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool]:
 
 def _h_year(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool]:
     y = int(m["year"])
-    return date(y, 1, 1), date(y, 12, 31), "year", False
+    return _day(y, 1, 1), _day(y, 12, 31), "year", False
 
 
 def _direction(word: str, ctx: _Ctx) -> int:
@@ -659,23 +690,23 @@ def _h_relative_period(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bo
     step = _direction(mod, ctx)
     ref = ctx.ref
     if unit == "week":
-        ws = _week_start(ref) + timedelta(days=7 * step)
-        return ws, ws + timedelta(days=6), "week", False
+        ws = _add_days(_week_start(ref), 7 * step)
+        return ws, _add_days(ws, 6), "week", False
     if unit == "weekend":
         ws = _week_start(ref)
         if step < 0:
-            sat = ws - timedelta(days=2)
+            sat = _add_days(ws, -2)
         elif step == 0:
-            sat = ws + timedelta(days=5)
+            sat = _add_days(ws, 5)
         else:
-            sat = ws + timedelta(days=12 if ref.weekday() >= 5 else 5)
-        return sat, sat + timedelta(days=1), "week", False
+            sat = _add_days(ws, 12 if ref.weekday() >= 5 else 5)
+        return sat, _add_days(sat, 1), "week", False
     if unit == "month":
         y, mo = _shift_month(ref.year, ref.month, step)
         start, end = _month_range(y, mo)
         return start, end, "month", False
     y = ref.year + step
-    return date(y, 1, 1), date(y, 12, 31), "year", False
+    return _day(y, 1, 1), _day(y, 12, 31), "year", False
 
 
 def _h_weekday(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool]:
@@ -684,13 +715,13 @@ def _h_weekday(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool]:
     mod = (m["mod"] or "").lower()
     ref = ctx.ref
     if mod == "this":
-        d = _week_start(ref) + timedelta(days=target)
+        d = _add_days(_week_start(ref), target)
     else:
         step = _direction(mod, ctx) if mod else (1 if ctx.future else -1)
         if step >= 0:
-            d = ref + timedelta(days=(target - ref.weekday()) % 7 or 7)
+            d = _add_days(ref, (target - ref.weekday()) % 7 or 7)
         else:
-            d = ref - timedelta(days=(ref.weekday() - target) % 7 or 7)
+            d = _add_days(ref, -((ref.weekday() - target) % 7 or 7))
     return d, d, "day", False
 
 
@@ -712,24 +743,28 @@ def _h_named_month(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool]:
     return start, end, "month", False
 
 
-def _h_season(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool]:
+def _h_season(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool] | None:
     name = m["season"].lower()
     ref = ctx.ref
     if m["year"]:
         start, end = _season_range(name, int(m["year"]))
         return start, end, "month", False
-    occurrences = [_season_range(name, y) for y in range(ref.year - 2, ref.year + 2)]
+    occurrences = _season_occurrences(name, range(ref.year - 2, ref.year + 2))
     mod = (m["mod"] or "").lower()
     step = _direction(mod, ctx) if mod else (1 if ctx.future else -1)
     if mod == "this":
         containing = [o for o in occurrences if o[0] <= ref <= o[1]]
         start, end = containing[0] if containing else _season_range(name, ref.year)
-    elif step > 0:
+        return start, end, "month", False
+    if step > 0:
         strict = mod in {"next", "the following", "the next"}
-        start, end = next(o for o in occurrences if (o[0] > ref if strict else o[1] >= ref))
+        found = [o for o in occurrences if (o[0] > ref if strict else o[1] >= ref)][:1]
     else:
         strict = mod in {"last", "past", "previous", "the previous", "the past"}
-        start, end = [o for o in occurrences if (o[1] < ref if strict else o[0] <= ref)][-1]
+        found = [o for o in occurrences if (o[1] < ref if strict else o[0] <= ref)][-1:]
+    if not found:  # the wanted occurrence is before year 1 or after year 9999
+        return None
+    start, end = found[0]
     return start, end, "month", False
 
 
@@ -737,19 +772,22 @@ def _h_ago(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool]:
     raw = " ".join(m["n"].lower().split())
     unit = m["unit"].lower()
     approx = raw in _VAGUE_NUMBERS
+    # Ten digits or more is past year 9999 in any unit (and int() refuses over 4,300 digits).
+    if raw.isdigit() and len(raw.lstrip("0")) > 9:
+        raise _Unresolvable
     n = 3 if approx else int(raw) if raw.isdigit() else _NUMBER_WORDS.get(raw, 1)
     ref = ctx.ref
     if unit == "day":
-        d = ref - timedelta(days=n)
+        d = _add_days(ref, -n)
         if not approx:
             return d, d, "day", False
         ws = _week_start(d)
-        return ws, ws + timedelta(days=6), "week", True
+        return ws, _add_days(ws, 6), "week", True
     if unit == "week":
-        d = ref - timedelta(days=7 * n)
+        d = _add_days(ref, -7 * n)
         if not approx:
             ws = _week_start(d)
-            return ws, ws + timedelta(days=6), "week", False
+            return ws, _add_days(ws, 6), "week", False
         start, end = _month_range(d.year, d.month)
         return start, end, "month", True
     if unit == "month":
@@ -757,9 +795,9 @@ def _h_ago(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool]:
         if not approx:
             start, end = _month_range(y, mo)
             return start, end, "month", False
-        return date(y, 1, 1), date(y, 12, 31), "year", True
+        return _day(y, 1, 1), _day(y, 12, 31), "year", True
     y = ref.year - n
-    return date(y, 1, 1), date(y, 12, 31), "year", approx
+    return _day(y, 1, 1), _day(y, 12, 31), "year", approx
 
 
 _REL_MOD = (
@@ -860,7 +898,8 @@ _TIME_TRIGGER = re.compile(
 
 
 def has_time_expression(text: str) -> bool:
-    """True when ``text`` contains anything ``resolve_times`` would resolve."""
+    """True when ``text`` contains an expression ``resolve_times`` would try to resolve (one past years
+    1-9999 still counts: the text does speak of a time)."""
     text = _normalise_quotes(text)
     return _TIME_TRIGGER.search(text) is not None and bool(_scan(text))
 
@@ -883,7 +922,9 @@ def resolve_times(text: str, ref: datetime | date) -> list[TimeMention]:
     days. Bare weekdays, "in <Month>" and seasons look backwards unless their sentence
     has a future cue ("will", "next", "going to", ...), because memories mostly report
     what already happened. Explicit day-month dates without a year take the occurrence
-    nearest ``ref``. Mentions are returned in text order without overlaps.
+    nearest ``ref``. Mentions are returned in text order without overlaps. An expression that
+    resolves outside years 1-9999 ("10000 years ago", "tomorrow" on 31 December 9999) is left out,
+    like one naming no real day: this never raises for any text and any ``ref``.
     """
     text = _normalise_quotes(text)
     if _TIME_TRIGGER.search(text) is None:  # ~90% of conversational turns: skip the pattern scans
@@ -893,7 +934,10 @@ def resolve_times(text: str, ref: datetime | date) -> list[TimeMention]:
     out: list[TimeMention] = []
     for s, _e, m, handler in _scan(text):
         sent = next((text[a:b] for a, b in sentences if a <= s < b), text)
-        resolved = handler(m, _Ctx(ref=ref_day, future=_is_future(sent)))
+        try:
+            resolved = handler(m, _Ctx(ref=ref_day, future=_is_future(sent)))
+        except _Unresolvable:  # outside years 1-9999 or no such day: left unresolved, never an error
+            continue
         if resolved is None:
             continue
         start, end, gran, approx = resolved

@@ -312,3 +312,91 @@ def test_has_time_expression_prefilter_never_changes_the_answer() -> None:
     for _ in range(5000):
         text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 8)))
         assert T.has_time_expression(text) == bool(T._scan(T._normalise_quotes(text))), text
+
+
+# --------------------------------------------------------------------------- resolve_times at the calendar's edges
+
+
+@pytest.mark.parametrize(
+    ("text", "ref"),
+    [
+        ("It was 10000 years ago", REF),
+        ("That happened 99999999 days ago.", REF),
+        ("That happened 9999999999 days ago.", REF),  # past timedelta's own range
+        ("It was " + "9" * 5000 + " days ago", REF),  # past int()'s 4,300-digit limit
+        ("It was 123456789 months ago", REF),
+        ("It was 999999 weeks ago", REF),
+        ("we deploy tomorrow", datetime(9999, 12, 31, 12, 0, tzinfo=UTC)),
+        ("the day after tomorrow", date(9999, 12, 30)),
+        ("next week", date(9999, 12, 27)),
+        ("next year", date(9999, 6, 1)),
+        ("yesterday", date(1, 1, 1)),
+        ("last year", date(1, 6, 1)),
+        ("this winter", date(9999, 12, 25)),  # winter 9999 ends in February 10000
+    ],
+)
+def test_resolve_times_leaves_out_dates_past_the_calendar(text: str, ref: datetime | date) -> None:
+    """Ordinary text resolving before year 1 or after 9999 is not a mention (it used to raise and
+    fail the write)."""
+    assert resolve_times(text, ref) == []
+
+
+def test_resolve_times_out_of_range_mention_does_not_drop_the_others() -> None:
+    got = resolve_times("Yesterday I read it was 10000 years ago, and 7 May 2023 too.", REF)
+    assert [m.surface for m in got] == ["Yesterday", "7 May 2023"]
+
+
+@pytest.mark.parametrize(
+    ("text", "ref", "start", "end"),
+    [
+        # December 9999 is representable even though "the 1st of next month" is not.
+        ("in December", date(9999, 12, 25), d(9999, 12, 1), d(9999, 12, 31)),
+        ("several weeks ago", date(9999, 12, 31), d(9999, 12, 1), d(9999, 12, 31)),
+        ("this month", date(9999, 12, 31), d(9999, 12, 1), d(9999, 12, 31)),
+        # Seasons look at neighbouring years; the unrepresentable ones must not hide the answer.
+        ("last summer", date(9999, 12, 25), d(9999, 6, 1), d(9999, 8, 31)),
+        ("next summer", date(1, 3, 1), d(1, 6, 1), d(1, 8, 31)),
+        ("yesterday", date(1, 1, 2), d(1, 1, 1), d(1, 1, 1)),
+        ("tomorrow", date(9999, 12, 30), d(9999, 12, 31), d(9999, 12, 31)),
+    ],
+)
+def test_resolve_times_still_resolves_at_the_edges(text: str, ref: date, start: date, end: date) -> None:
+    (m,) = resolve_times(text, ref)
+    assert (m.start, m.end) == (start, end)
+
+
+# One or more expressions per kind the resolver knows; the test below checks every pattern is hit.
+EXPRESSION_KINDS = [
+    "it was 2023-04-30", "on 7 May 2023", "on May 7, 2023", "on the 31st of December", "on February 29",
+    "on December 24", "in May 2023", "in 2022", "the day before yesterday", "the day after tomorrow",
+    "yesterday", "last night", "today", "this morning", "tomorrow", "last week", "this week", "next week",
+    "last weekend", "this weekend", "next weekend", "the week before", "the week after", "last month",
+    "next month", "the month after", "last year", "next year", "the year before", "last Monday",
+    "this Sunday", "next Friday", "on Saturday", "I will run on Saturday", "last fri", "next sat",
+    "last May", "next March", "this June", "in December", "I will go in January", "last summer",
+    "next winter", "this winter", "in the spring", "since the fall", "winter of 2022", "3 days ago",
+    "a few days ago", "two weeks ago", "several weeks ago", "a month ago", "a few months ago",
+    "five years ago", "a few years ago", "10000 years ago", "99999999 days ago", "9999999999 weeks ago",
+    "123456789012 months ago",
+]
+EDGE_ANCHORS = [
+    date(1, 1, 1), date(1, 1, 6), date(1, 2, 28), date(1, 12, 31), datetime(1, 1, 1, 0, 0),
+    date(9999, 1, 1), date(9999, 2, 28), date(9999, 12, 1), date(9999, 12, 25), date(9999, 12, 31),
+    datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC),
+]
+
+
+def test_expression_kinds_cover_every_pattern() -> None:
+    from memory.engine import text as T
+
+    hit = {handler for e in EXPRESSION_KINDS for _s, _e, _m, handler in T._scan(e)}
+    assert {handler for _p, handler in T._PATTERNS} <= hit
+
+
+@pytest.mark.parametrize("ref", EDGE_ANCHORS, ids=str)
+def test_resolve_times_never_raises_at_the_calendar_edges(ref: datetime | date) -> None:
+    for text in EXPRESSION_KINDS:
+        for sentence in (text, f"We will go {text}.", f"{text}, {text} and {text}"):
+            for m in resolve_times(sentence, ref):
+                assert date.min <= m.start <= m.end <= date.max, (sentence, ref, m)
+                date_terms([m])  # rendering a resolved mention must not raise either

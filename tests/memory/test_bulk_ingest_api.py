@@ -157,6 +157,12 @@ BAD = [
     ([{**TRIP, "turns": [{"text": "ok", "occurred_at": "yesterday-ish"}]}], "sessions", "0.turns.0.occurred_at"),
     ([{**TRIP, "turns": [{"text": "ok", "occurred_at": "2023-02-30T10:00:00Z"}]}], "sessions",
      "0.turns.0.occurred_at"),
+    # out of range once in UTC, as weave's DateTimeField refuses them (they were a 500)
+    ([{**TRIP, "turns": [{"text": "ok", "occurred_at": "0001-01-01T00:30:00+05:00"}]}], "sessions",
+     "0.turns.0.occurred_at"),
+    ([BUDGET, {**TRIP, "turns": [TRIP["turns"][0], {"text": "ok", "occurred_at": "9999-12-31T23:00:00-05:00"}]}],
+     "sessions", "1.turns.1.occurred_at"),
+    ([{**TRIP, "turns": [{"text": "ok", "occurred_at": 1683554160}]}], "sessions", "0.turns.0.occurred_at"),
     ([{**TRIP, "turns": [{"text": "ok", "event_id": "e" * 201}]}], "sessions", "0.turns.0.event_id"),
     ([{**TRIP, "turns": [{"text": "ok", "metadata": ["not", "a", "dict"]}]}], "sessions", "0.turns.0.metadata"),
     ([{"turns": [{"text": "ok"}]}], "sessions", "0.session_key"),
@@ -215,7 +221,12 @@ def test_the_fast_validator_agrees_with_weave_session(world):
     cases = [{"text": "   "}, {"text": 42, "speaker": ["x"]}, {"text": "x" * 20_001}, {"text": "ok", "when": 1},
              {"text": "ok", "occurred_at": "yesterday-ish"}, {"text": "ok", "caption": "c" * 2001},
              {"text": "ok", "occurred_at": "2023-02-30T10:00:00"},
-             {"speaker": "no text"}, {"text": "ok", "metadata": 3}, {"text": "fine", "occurred_at": None}]
+             {"speaker": "no text"}, {"text": "ok", "metadata": 3}, {"text": "fine", "occurred_at": None},
+             {"text": "ok", "occurred_at": "0001-01-01T00:30:00+05:00"},
+             {"text": "ok", "occurred_at": "9999-12-31T23:00:00-05:00"},
+             {"text": "ok", "occurred_at": 1683554160}, {"text": "ok", "occurred_at": ["2023-05-08"]},
+             {"text": "fine", "occurred_at": "0001-01-01T00:00:00Z"},
+             {"text": "fine", "occurred_at": "9999-12-31T23:59:59.999999"}]
     for turn in cases:
         session = {"session_key": "s", "turns": [turn]}
         drf = WeaveSessionApi.InputSerializer(data=session)
@@ -229,6 +240,7 @@ def test_the_fast_validator_agrees_with_weave_session(world):
         assert drf_ok == (not fast_errors), turn
         if not drf_ok:
             assert set(drf.errors["turns"][0]) == set(fast_errors), turn
+            assert drf.errors["turns"][0].get("occurred_at") == fast_errors.get("occurred_at"), turn
 
 
 # --- who may write, who may read -------------------------------------------------------------------------
@@ -426,6 +438,33 @@ def test_an_event_id_committed_by_a_concurrent_writer_mid_request_is_skipped(wor
     assert Node.objects.filter(org=a.org, event_id="e2").count() == 1
     seqs = dict(Node.objects.filter(id__in=result.node_ids).values_list("id", "seq"))
     assert (seqs[result.node_ids[0]], seqs[result.node_ids[2]]) == (0, 1)  # e2 is in its own session
+
+
+def test_an_occurred_at_past_the_calendar_is_a_400_naming_the_turn_and_writes_nothing(world, client_for):
+    """As weave answers: an instant outside years 1-9999 in UTC is refused by name, and no other
+    turn or session of the request is written (it was a 500: an OverflowError, or a DataError reading
+    the session's started_at back)."""
+    c = client_for(world["a"].key)
+    for when in ("0001-01-01T00:30:00+05:00", "9999-12-31T23:00:00-05:00"):
+        body = [BUDGET, {**TRIP, "turns": [*TRIP["turns"], {"text": "late", "occurred_at": when}]}]
+        r = _bulk(c, body)
+        assert r.status_code == 400, r.content
+        assert r.json()["error"]["fields"]["sessions"]["1"]["turns"]["3"]["occurred_at"] == [
+            "Datetime value out of range."]
+        weave = c.post("/api/v1/memories/weave", {"text": "late", "occurred_at": when}, format="json")
+        assert weave.status_code == 400 and weave.json()["error"]["fields"]["occurred_at"] == [
+            "Datetime value out of range."]
+        assert Node.objects.count() == 0 and MemorySession.objects.count() == 0
+
+
+def test_the_first_and_last_instants_of_the_calendar_are_written(world, client_for):
+    turns = [{"text": "It began yesterday.", "occurred_at": "0001-01-01T00:00:00Z", "event_id": "first"},
+             {"text": "we deploy tomorrow", "occurred_at": "9999-12-31T23:59:59Z", "event_id": "last"}]
+    r = _bulk(client_for(world["a"].key), [{"session_key": "edges", "turns": turns}])
+    assert r.status_code == 201, r.content
+    nodes = {n.event_id: n for n in Node.objects.filter(org=world["a"].org)}
+    assert nodes["first"].occurred_at.year == 1 and nodes["last"].occurred_at.year == 9999
+    assert MemorySession.objects.get(key="edges").started_at.year == 1
 
 
 def test_a_naive_time_is_stored_in_the_default_zone_as_the_orm_would(world):

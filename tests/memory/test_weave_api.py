@@ -103,3 +103,30 @@ def test_similar_edges_link_to_the_nearest_earlier_memories(world, client_for):
     similar = set(Edge.objects.filter(dst_id=again, kind="similar").values_list("src_id", flat=True))
     assert first in similar
     assert len(similar) == 1  # the unrelated lunch note is below the cosine threshold
+
+
+@pytest.mark.parametrize("body", [
+    {"text": "It was 10000 years ago"},
+    {"text": "That happened 99999999 days ago."},
+    {"text": "we deploy tomorrow", "occurred_at": "9999-12-31T12:00:00Z"},
+])
+def test_time_expressions_past_the_calendar_are_stored_not_a_500(world, client_for, body):
+    """Ordinary text whose time expression resolves outside years 1-9999 is written verbatim, with
+    that expression left unresolved (it used to raise in the temporal silk and answer 500)."""
+    r = client_for(world["a"].key).post("/api/v1/memories/weave", body, format="json")
+    assert r.status_code == 201, r.content
+    node = Node.objects.get(id=r.json()["node_ids"][0])
+    assert node.text == body["text"] and node.time_refs == []
+
+
+def test_a_turn_past_the_calendar_does_not_fail_the_others_in_bulk(world, client_for):
+    turns = [{"text": "It was 10000 years ago", "event_id": "far"},
+             {"text": "we deploy tomorrow", "occurred_at": "9999-12-31T12:00:00Z", "event_id": "edge"},
+             {"text": "I moved here yesterday", "occurred_at": "2023-05-08T10:00:00Z", "event_id": "near"}]
+    r = client_for(world["a"].key).post("/api/v1/memories/bulk", [{"session_key": "s", "turns": turns}],
+                                        format="json")
+    assert r.status_code == 201, r.content
+    nodes = {n.event_id: n for n in Node.objects.filter(org=world["a"].org)}
+    assert set(nodes) == {"far", "edge", "near"}
+    assert nodes["far"].time_refs == [] and nodes["edge"].time_refs == []
+    assert nodes["near"].time_refs[0]["start"] == "2023-05-07"

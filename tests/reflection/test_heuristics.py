@@ -29,6 +29,13 @@ def test_questions_and_small_talk_give_no_fact():
     assert heuristic_fact("Sounds great.", "Ana", MAY8) is None
 
 
+def test_heuristic_fact_leaves_a_date_past_the_calendar_unsaid():
+    """The fact is kept without a "(on ...)" when its time resolves outside years 1-9999 (this raised)."""
+    assert heuristic_fact("I adopted him 10000 years ago.", "Jo", MAY8) == "Jo adopted him 10000 years ago."
+    assert heuristic_fact("We will deploy tomorrow.", "Jo", datetime(9999, 12, 31, 12, tzinfo=UTC)) == (
+        "Jo and others will deploy tomorrow.")
+
+
 def test_coreference():
     assert rewrite_first_person("I don't like my job", "Jo") == "Jo doesn't like Jo's job"
     assert rewrite_first_person("I've adopted a dog and I love him", "Jo") == "Jo has adopted a dog and Jo loves him"
