@@ -68,10 +68,18 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def is_json_type(content_type: str) -> bool:
+    """``application/json`` or a ``+json`` suffix type (``application/problem+json``). Not
+    ``application/x-ndjson``: JSON lines are text, and a one-line body that happens to parse as a
+    single JSON value must not turn into a dict."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
 def decode(response: httpx.Response) -> Any:
     if response.status_code == 204 or not response.content:
         return None
-    if "json" in response.headers.get("content-type", ""):
+    if is_json_type(response.headers.get("content-type", "")):
         try:
             return response.json()
         except ValueError:
@@ -115,6 +123,17 @@ def _page(parse_item):
 
 def _clean(d: dict) -> dict:
     return {k: v for k, v in d.items() if v is not None}
+
+
+def _jsonl_text(body: Any) -> str:
+    """The export as text whatever the server labelled it: callers write it to a file or hand it
+    to ``import_``, and a dict there would be written as its keys. An empty body is an empty
+    export; a JSON document (a server answering ``application/json``) is put back as one line."""
+    if body is None:
+        return ""
+    if isinstance(body, str):
+        return body
+    return json.dumps(body) + "\n"
 
 
 def _context_or_none(body) -> Context | None:
@@ -187,7 +206,7 @@ class Endpoints:
 
     def export(self):
         """The organisation's memory as JSONL text (org admins only: agent keys get PermissionDenied)."""
-        return self._call(Call("GET", f"{API}/export"))
+        return self._call(Call("GET", f"{API}/export", parse=_jsonl_text))
 
     def import_(self, jsonl: str | Iterable[dict]):
         """Load an export (JSONL text, or an iterable of its records); returns the server's counts."""
