@@ -52,7 +52,13 @@ _EDGE_SQL = "SELECT src_id, dst_id, kind, weight FROM memory_edge WHERE org_id =
 # watermark would also be safe, but while any transaction of the database stays open it keeps
 # matching rows already read, and every query would re-read them under the write lock.)
 _CHANGED = """(txid >= %(xmax)s::text::xid8 OR txid = ANY(%(xip)s::text[]::xid8[]))"""
-_SNAPSHOT = """pg_snapshot_xmax(snap.s)::text::bigint, ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(snap.s) AS x)"""
+# The reading transaction's own xid (when it has written) counts as in progress too: its rows are
+# visible to it but below xmax, and rows it writes after this sync carry the same xid, so without it
+# a sync inside a writing transaction would never see that transaction's later writes.
+_SNAPSHOT = """pg_snapshot_xmax(snap.s)::text::bigint,
+    ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(snap.s) AS x
+          UNION SELECT pg_current_xact_id_if_assigned()::text::bigint
+          WHERE pg_current_xact_id_if_assigned() IS NOT NULL)"""
 # One statement, so one snapshot: its position and whether any row of the org was written past the
 # index's. Nothing new (the common case) costs this single round trip.
 _PROBE_SQL = f"""

@@ -29,10 +29,26 @@ def test_lru_eviction_respects_the_byte_cap(world, client_for):
     assert cache.peek(b.org.id) is None and cache.stats["builds"] == 3
 
 
+def _complete_a_later_transaction() -> None:
+    """Another connection takes an xid and commits, so the snapshot's xmax passes this test's own
+    (still open) transaction: a sync position of xmax alone then excluded the test's later writes,
+    and this test failed whenever something else in the cluster happened to commit meanwhile."""
+    import psycopg
+    from django.db import connection
+
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    with psycopg.connect(**params, autocommit=False) as other:
+        other.execute("SELECT pg_current_xact_id()")
+        other.commit()
+
+
 def test_incremental_sync_does_not_rebuild(world, client_for):
     a = world["a"]
     cache = EngineCache()
     _weave(client_for(a.key), 3)
+    _complete_a_later_transaction()
     assert cache.get(a.org.id).n == 3
     _weave(client_for(a.key), 2)  # event-less turns: two more nodes
     index = cache.get(a.org.id)
