@@ -1,12 +1,13 @@
 """`make run`: migrate, seed the demo org, then run the ASGI server, a Celery worker and beat in
 the foreground, as a small supervisor: a child that dies (crash, OOM kill, kill -9) is started
 again, with a back-off when it keeps dying. Ctrl-C (or SIGTERM) stops all three and waits for
-them."""
+them. With ``--no-restart`` the first child to exit stops the others and the command fails."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 RESTART_MIN_SECS = 0.5  # first restart of a child that had been running fine
 RESTART_MAX_SECS = 30.0  # back-off cap for a child that dies again and again
@@ -41,6 +42,19 @@ class Child:
         return self.proc is not None and self.proc.poll() is None
 
 
+def port_in_use(host: str, port: int) -> OSError | None:
+    """Why ``host:port`` cannot be listened on, or None. Binds the way uvicorn will (same family
+    choice, SO_REUSEADDR), so a socket lingering in TIME_WAIT is not mistaken for a server."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc
+    return None
+
+
 class Command(BaseCommand):
     help = "Run Nylon: ASGI server + Celery worker + Celery beat, restarted when they die."
 
@@ -55,6 +69,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, host: str, port: int, web_workers: int, concurrency: int, no_restart: bool,
                no_seed: bool, **opts):
+        # Checked first: a busy port would otherwise make uvicorn crash-loop under the supervisor
+        # while the banner below says "serving" (and only after a migrate).
+        busy = port_in_use(host, port)
+        if busy is not None:
+            raise CommandError(f"cannot serve on {host}:{port}: {busy.strerror or busy} (is another Nylon "
+                               f"or another server using port {port}?). Choose another port with --port N or "
+                               f"NYLON_PORT=N (e.g. NYLON_PORT={port + 1 if port < 65535 else 8001} make run).")
         call_command("migrate", interactive=False, verbosity=0)
         if not no_seed:
             call_command("seed_demo")
@@ -75,19 +96,20 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"Nylon is serving on http://{host}:{port}/ "
                                              f"(health: /healthz, API docs: /api/docs/). Ctrl-C stops."))
         stopping = False
+        died: Child | None = None  # the child whose exit stopped everything (--no-restart)
 
         def stop(*_):
             nonlocal stopping
             stopping = True
 
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             while not stopping:
                 for child in children:
                     self._supervise(child, no_restart)
                     if no_restart and child.restart_at is not None:
                         stopping = True
+                        died = died or child
                 time.sleep(0.2)
         finally:
             procs = [c.proc for c in children if c.proc is not None]
@@ -100,7 +122,14 @@ class Command(BaseCommand):
                     p.wait(timeout=max(0.1, deadline - time.time()))
                 except subprocess.TimeoutExpired:
                     p.kill()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             self.stdout.write("Nylon stopped.")
+        if died is not None:
+            # Whoever runs us with --no-restart (a script, CI, a container runtime) must see the
+            # failure: a Ctrl-C stop is a success, a dead child is not.
+            raise CommandError(f"{died.name} exited with {died.proc.returncode}; stopped the others "
+                               f"(--no-restart).", returncode=1)
 
     def _supervise(self, child: Child, no_restart: bool) -> None:
         now = time.monotonic()
