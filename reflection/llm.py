@@ -149,8 +149,8 @@ def _write_state(cfg: LlmConfig, **fields) -> None:
         log.warning("llm state not recorded: %s", exc)
 
 
-def _mark_ok(cfg: LlmConfig) -> None:
-    _write_state(cfg, status="ok", last_ok_at=time.time(), detail="")
+def _mark_ok(cfg: LlmConfig, detail: str = "") -> None:
+    _write_state(cfg, status="ok", last_ok_at=time.time(), detail=detail[:300])
 
 
 def _mark_failed(cfg: LlmConfig, err: LlmError) -> None:
@@ -310,21 +310,89 @@ def _request(cfg: LlmConfig, system: str, user: str, max_tokens: int) -> tuple[d
     return headers, body
 
 
-def _answer(cfg: LlmConfig, payload: dict) -> tuple[str, int, int, bool]:
-    """(text, prompt tokens, completion tokens, truncated) from a provider response body."""
+class LlmBadResponse(LlmError):
+    """A 200 whose body is not the provider's answer shape (``choices`` of strings, ``message`` as
+    a string, unreadable content). A subclass of LlmError, so every caller's failure path runs
+    (state degraded, attempt counted, heuristic or rule fallback) instead of a raw AttributeError
+    escaping the task and the tick re-sending it forever. Not retried within the call: the same
+    gateway answers the same shape again; the callers' schedules retry later."""
+
+    def __init__(self, message: str, *, http_status: int | None = None):
+        super().__init__("bad_response", message, http_status=http_status)
+
+
+def _text_of(content, where: str) -> str:
+    """A message's text. OpenAI-compatible gateways (and Anthropic) may send the content as a list
+    of parts; the text parts are joined and other parts (images, tool use, thinking) ignored."""
+    if content is None:
+        return ""  # no text (e.g. a refusal): reported as malformed_json by the JSON step
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise LlmBadResponse(f"{where} is a {type(content).__name__}, not text or a list of parts")
+    texts = []
+    for i, part in enumerate(content):
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, dict):
+            if part.get("type", "text") in ("text", "output_text"):
+                text = part.get("text")
+                if not isinstance(text, str):
+                    raise LlmBadResponse(f"{where}[{i}].text is not a string")
+                texts.append(text)
+        else:
+            raise LlmBadResponse(f"{where}[{i}] is a {type(part).__name__}, not a content part")
+    return "".join(texts)
+
+
+def _tokens(usage, name: str) -> int | None:
+    """A token count, or None when the provider sent something that is not one. Accounting must
+    not fail the work it accounts for, so an unreadable count costs the count, not the answer
+    (the caller makes it visible in the state's detail)."""
+    value = usage.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return max(0, value)
+    if isinstance(value, float) and value.is_integer():
+        return max(0, int(value))
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def _answer(cfg: LlmConfig, payload) -> tuple[str, int, int, bool, str]:
+    """(text, prompt tokens, completion tokens, truncated, usage note) from a provider response
+    body; LlmBadResponse when the body is not an answer of the provider's shape."""
+    if not isinstance(payload, dict):
+        raise LlmBadResponse(f"body is a {type(payload).__name__}, not an object")
     if cfg.provider == "anthropic":
-        parts = [c.get("text", "") for c in payload.get("content") or [] if c.get("type") == "text"]
-        usage = payload.get("usage") or {}
-        return ("".join(parts), int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
-                payload.get("stop_reason") == "max_tokens")
-    choice = (payload.get("choices") or [{}])[0]
+        text = _text_of(payload.get("content"), "content")
+        names, truncated = ("input_tokens", "output_tokens"), payload.get("stop_reason") == "max_tokens"
+    else:
+        choices = payload.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise LlmBadResponse("no choices in the body" if not choices else
+                                 f"choices is a {type(choices).__name__}, not a list")
+        choice = choices[0]
+        if not isinstance(choice, dict):
+            raise LlmBadResponse(f"choices[0] is a {type(choice).__name__}, not an object")
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise LlmBadResponse(f"choices[0].message is a {type(message).__name__}, not an object")
+        text = _text_of(message.get("content"), "choices[0].message.content")
+        names, truncated = ("prompt_tokens", "completion_tokens"), choice.get("finish_reason") == "length"
     usage = payload.get("usage") or {}
-    return ((choice.get("message") or {}).get("content") or "", int(usage.get("prompt_tokens") or 0),
-            int(usage.get("completion_tokens") or 0), choice.get("finish_reason") == "length")
+    counts = [_tokens(usage, n) for n in names] if isinstance(usage, dict) else [None, None]
+    bad = [n for n, c in zip(names, counts, strict=True) if c is None]
+    note = f"usage not counted: unreadable {', '.join(bad) if isinstance(usage, dict) else 'usage'}" if bad else ""
+    return text, counts[0] or 0, counts[1] or 0, truncated, note
 
 
 def _once(cfg: LlmConfig, client: httpx.Client, system: str, user: str, schema: dict,
-          max_tokens: int) -> tuple[dict, int, int]:
+          max_tokens: int) -> tuple[dict, int, int, str]:
     headers, body = _request(cfg, system, user, max_tokens)
     try:
         resp = client.post(cfg.endpoint, json=body, headers=headers)
@@ -347,7 +415,13 @@ def _once(cfg: LlmConfig, client: httpx.Client, system: str, user: str, schema: 
         payload = resp.json()
     except ValueError as exc:
         raise LlmError("malformed_json", "response body is not JSON", http_status=code) from exc
-    text, p_tok, c_tok, truncated = _answer(cfg, payload if isinstance(payload, dict) else {})
+    try:
+        text, p_tok, c_tok, truncated, note = _answer(cfg, payload)
+    except LlmBadResponse as exc:
+        exc.http_status = code
+        raise
+    except Exception as exc:  # any shape not foreseen above still takes the failure path
+        raise LlmBadResponse(f"unreadable body ({type(exc).__name__}: {exc})", http_status=code) from exc
     try:
         data = parse_json_text(text)
     except LlmError as exc:
@@ -358,7 +432,7 @@ def _once(cfg: LlmConfig, client: httpx.Client, system: str, user: str, schema: 
         validate(data, schema)
     except ValueError as exc:
         raise LlmError("malformed_json", f"answer does not match the schema: {exc}") from exc
-    return data, p_tok, c_tok
+    return data, p_tok, c_tok, note
 
 
 def complete_json(*, org=None, system: str, user: str, schema: dict, max_tokens: int = 1024,
@@ -375,7 +449,7 @@ def complete_json(*, org=None, system: str, user: str, schema: dict, max_tokens:
     with httpx.Client(timeout=timeout) as client:
         while True:
             try:
-                data, p_tok, c_tok = _once(cfg, client, system, user, schema, max_tokens)
+                data, p_tok, c_tok, note = _once(cfg, client, system, user, schema, max_tokens)
             except LlmError as err:
                 _record_usage(org_id, cfg, error=True)
                 retry = err.retryable and attempt < cfg.max_retries
@@ -396,7 +470,9 @@ def complete_json(*, org=None, system: str, user: str, schema: dict, max_tokens:
                 _sleep(wait)
                 continue
             _record_usage(org_id, cfg, prompt=p_tok, completion=c_tok)
-            _mark_ok(cfg)
+            if note:
+                log.warning("llm %s: %s", cfg.host, note)
+            _mark_ok(cfg, detail=note)
             return data
 
 

@@ -12,6 +12,7 @@ scripted actions that are consumed one per request, or set a default action (an 
     401 / 402 / 500 / 503   that HTTP status with a provider-shaped error body
     (429, retry_after)      429 with a Retry-After header (seconds)
     ("slow", secs)          sleep, then the default answer (beyond the client timeout → timeout)
+    ("raw", body)           HTTP 200 with exactly this JSON body (a gateway's unexpected shape)
 """
 
 from __future__ import annotations
@@ -115,6 +116,8 @@ class ScriptedLlm:
             action = "json"
         if isinstance(action, tuple) and action[0] == "json":
             action, obj = "json", action[1]
+        if isinstance(action, tuple) and action[0] == "raw":
+            return self._send(h, 200, action[1])
         if isinstance(action, tuple) and action[0] == 429:
             return self._send(h, 429, {"error": {"message": "rate limited", "type": "rate_limit_error"}},
                               {"Retry-After": str(action[1])})
@@ -140,7 +143,7 @@ class ScriptedLlm:
         self._send(h, 200, payload)
 
     @staticmethod
-    def _send(h: BaseHTTPRequestHandler, code: int, payload: dict, headers: dict | None = None) -> None:
+    def _send(h: BaseHTTPRequestHandler, code: int, payload, headers: dict | None = None) -> None:
         data = json.dumps(payload).encode()
         try:
             h.send_response(code)
