@@ -8,16 +8,26 @@ selectors as the REST API, so access rules, audit entries and budgets are identi
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from django.db import close_old_connections
+from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DataError, InterfaceError, OperationalError, close_old_connections, connections
 from django.http import Http404
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, ValidationError
 
+from nylon_project.parsers import unstorable_text
 from teams.auth import Actor, authenticate_key, key_from_headers
 from teams.models import Scope
+
+log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable[..., Any])
 
 INSTRUCTIONS = ("Nylon team memory. Call memory_context once at the start of a task; then at most 3 "
                 "memory calls per turn (memory_resonate / memory_get).")
@@ -39,7 +49,6 @@ def _actor(ctx: Context | None, scope: str) -> Actor:
         raw = key_from_headers(request.headers)
     if raw is None:
         raw = _Auth.stdio_key
-    close_old_connections()
     actor = authenticate_key(raw) if raw else None
     if actor is None:
         raise ToolError("Invalid or missing agent key.")
@@ -48,26 +57,89 @@ def _actor(ctx: Context | None, scope: str) -> Actor:
     return actor
 
 
-def _call(fn):
-    try:
-        return fn()
-    except Http404:
-        raise ToolError("Not found.") from None
-    except APIException as exc:
-        raise ToolError(f"{exc.status_code}: {exc.detail}") from None
+def _detail(detail: Any) -> str:
+    """A DRF error detail ({"text": ["Empty text."]}) as one line: "text: Empty text."."""
+    if isinstance(detail, dict):
+        return "; ".join(f"{k}: {_detail(v)}" for k, v in detail.items())
+    if isinstance(detail, list):
+        return " ".join(_detail(v) for v in detail)
+    return str(detail)
+
+
+def _check_storable(arguments: dict[str, Any]) -> None:
+    # REST refuses these in its JSON parser (400) because Postgres text holds neither; the MCP SDK
+    # parses its own JSON, so the same rule is applied here, before anything reaches SQL.
+    for name, value in arguments.items():
+        if isinstance(value, str) and unstorable_text(value):
+            raise ToolError(f"{name}: NUL characters and unpaired surrogates are not allowed.")
+
+
+def _tool_call(fn: F) -> F:
+    """Every registered tool runs inside this: input checks, errors as ToolError, and the thread's
+    database connections handed back when the call ends.
+
+    The SDK runs a sync tool in an anyio worker thread, and Django keeps one connection per thread.
+    REST requests give theirs back through the request_finished signal; nothing sends it here, so
+    without the ``finally`` each worker thread kept its connection checked out of the psycopg pool
+    (and for good once the idle thread exited), until every REST request waited the pool timeout
+    and answered 503."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        close_old_connections()  # as request_started does: nothing stale from before this call
+        try:
+            _check_storable(kwargs)
+            return fn(*args, **kwargs)
+        except ToolError:
+            raise
+        except Http404:
+            raise ToolError("Not found.") from None
+        except ValidationError as exc:
+            raise ToolError(f"Invalid input: {_detail(exc.detail)}") from None
+        except APIException as exc:
+            raise ToolError(f"{exc.status_code}: {_detail(exc.detail)}") from None
+        except DjangoValidationError as exc:
+            raise ToolError(f"Invalid input: {_detail(getattr(exc, 'message_dict', exc.messages))}") from None
+        except PermissionDenied:
+            raise ToolError("Permission denied.") from None
+        except (OperationalError, InterfaceError) as exc:
+            # Pool timeout, Postgres restarting: retryable, as REST's 503 says.
+            log.warning("mcp %s: database unavailable: %s", fn.__name__,
+                        str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            raise ToolError("The database is unavailable or busy; retry shortly.") from None
+        except DataError:
+            # An input the checks above missed that Postgres still refused: the caller's to fix.
+            log.warning("mcp %s: input refused by the database", fn.__name__, exc_info=True)
+            raise ToolError("Invalid input: a value cannot be stored.") from None
+        except Exception:
+            # Logged in full here; the client gets no internals (query text, paths, values).
+            log.exception("mcp %s failed", fn.__name__)
+            raise ToolError("Internal error; it has been logged.") from None
+        finally:
+            try:
+                connections.close_all()  # back to the pool, success or error
+            except Exception:  # noqa: BLE001 - a failed close must not replace the call's outcome
+                log.warning("mcp %s: closing the database connection failed", fn.__name__, exc_info=True)
+
+    return run  # type: ignore[return-value]
 
 
 def tool_weave(actor: Actor, *, text: str, visibility: str = "private", session_key: str = "",
                speaker: str = "") -> dict:
     from memory import services
-    from memory.apis import WRITE_VISIBILITIES
+    from memory.apis import WeaveApi
 
-    if visibility not in WRITE_VISIBILITIES:
-        raise ToolError(f"visibility must be one of {list(map(str, WRITE_VISIBILITIES))}.")
-    if not text.strip() or len(text) > services.MAX_TEXT_CHARS:
-        raise ToolError("text must be non-empty and at most 20000 characters.")
-    r = services.weave_session(actor=actor, turns=[services.TurnIn(text=text, speaker=speaker[:200])],
-                               session_key=session_key[:200], visibility=visibility)
+    # REST weave's own serializer, so both paths accept the same input (text non-empty and at most
+    # 20,000 characters, speaker and session_key at most 200, a write visibility, no NUL); the
+    # storable check also covers unpaired surrogates, which REST's JSON parser refuses.
+    _check_storable({"text": text, "session_key": session_key, "speaker": speaker})
+    s = WeaveApi.InputSerializer(data={"text": text, "visibility": visibility, "session_key": session_key,
+                                       "speaker": speaker})
+    if not s.is_valid():
+        raise ToolError(f"Invalid input: {_detail(s.errors)}")
+    d = s.validated_data
+    r = services.weave_session(actor=actor, turns=[services.TurnIn(text=d["text"], speaker=d["speaker"])],
+                               session_key=d["session_key"], visibility=d["visibility"])
     return {"node_ids": r.node_ids, "created": r.created, "embedded": r.embedded}
 
 
@@ -100,30 +172,40 @@ def tool_get(actor: Actor, *, type: str, id: int) -> dict:  # noqa: A002 - the t
     raise ToolError("type is 'node' or 'asset'.")
 
 
+class _Server(MCPServer):
+    """Every tool registered on it, however (``tool()`` or ``add_tool()``), runs in ``_tool_call``."""
+
+    def add_tool(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        if inspect.iscoroutinefunction(fn):
+            # _tool_call is sync: the SDK would no longer await the coroutine, and an async tool's
+            # ORM calls would run on the event loop's thread, not the worker thread it cleans up.
+            raise TypeError(f"MCP tools are sync functions: {fn.__name__}")
+        super().add_tool(_tool_call(fn), *args, **kwargs)
+
+
 def build_server() -> MCPServer:
-    server = MCPServer(name="nylon", instructions=INSTRUCTIONS)
+    server = _Server(name="nylon", instructions=INSTRUCTIONS)
 
     @server.tool(description="Save a memory (a fact, decision or result) for this agent.")
     def memory_weave(text: str, ctx: Context, visibility: str = "private", session_key: str = "",
                      speaker: str = "") -> dict[str, Any]:
         actor = _actor(ctx, Scope.WRITE)
-        return _call(lambda: tool_weave(actor, text=text, visibility=visibility, session_key=session_key,
-                                        speaker=speaker))
+        return tool_weave(actor, text=text, visibility=visibility, session_key=session_key, speaker=speaker)
 
     @server.tool(description="Search the team memory visible to this agent.")
     def memory_resonate(query: str, ctx: Context, k: int = 5) -> dict[str, Any]:
         actor = _actor(ctx, Scope.READ)
-        return _call(lambda: tool_resonate(actor, query=query, k=k))
+        return tool_resonate(actor, query=query, k=k)
 
     @server.tool(description="The agent's context: persona in full, scenario index, then recall for a query.")
     def memory_context(ctx: Context, query: str = "", language: str = "en") -> dict[str, Any]:
         actor = _actor(ctx, Scope.READ)
-        return _call(lambda: tool_context(actor, query=query, language=language))
+        return tool_context(actor, query=query, language=language)
 
     @server.tool(description="Read one memory node (type='node') or asset (type='asset') in full.")
     def memory_get(type: str, id: int, ctx: Context) -> dict[str, Any]:  # noqa: A002
         actor = _actor(ctx, Scope.READ)
-        return _call(lambda: tool_get(actor, type=type, id=id))
+        return tool_get(actor, type=type, id=id)
 
     return server
 

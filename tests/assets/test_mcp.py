@@ -136,3 +136,79 @@ def test_tools_over_streamable_http_in_the_asgi_app(world, client_for):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def _error(result) -> str:
+    assert result.is_error, result.content
+    return result.content[0].text
+
+
+def test_unstorable_input_is_refused_as_rest_refuses_it(world, client_for):
+    """A NUL byte reached Postgres (DataError) and the client read only "Error executing tool
+    memory_weave", where REST answers 400 naming the field. The MCP tools apply REST's rules."""
+    from memory.models import Node
+
+    a = world["a"]
+    rest = client_for(a.key)
+    for body in ({"text": "Budget\x00 approved."}, {"text": "Budget approved.", "session_key": "s\x001"},
+                 {"text": "Budget approved.", "speaker": "x" * 201}, {"text": "Budget approved.",
+                                                                      "visibility": "public"}):
+        assert rest.post("/api/v1/memories/weave", body, format="json").status_code == 400, body
+
+    async def script(s):
+        return {
+            "nul_text": await s.call_tool("memory_weave", {"text": "Budget\x00 approved."}),
+            "nul_session": await s.call_tool("memory_weave", {"text": "Budget approved.", "session_key": "s\x001"}),
+            "nul_speaker": await s.call_tool("memory_weave", {"text": "Budget approved.", "speaker": "a\x00b"}),
+            "long_speaker": await s.call_tool("memory_weave", {"text": "Budget approved.", "speaker": "x" * 201}),
+            "long_session": await s.call_tool("memory_weave", {"text": "Budget approved.", "session_key": "k" * 201}),
+            "blank": await s.call_tool("memory_weave", {"text": "   "}),
+            "visibility": await s.call_tool("memory_weave", {"text": "Budget approved.", "visibility": "public"}),
+            "nul_query": await s.call_tool("memory_resonate", {"query": "budget\x00"}),
+            "nul_context": await s.call_tool("memory_context", {"query": "budget\x00"}),
+            "nul_type": await s.call_tool("memory_get", {"type": "node\x00", "id": 1}),
+            "huge_id": await s.call_tool("memory_get", {"type": "node", "id": 2**63}),
+            "ok": await s.call_tool("memory_weave", {"text": "Budget approved.", "session_key": "s1",
+                                                     "speaker": "Ana"}),
+        }
+
+    out = anyio.run(_session, a.key, script)
+    ok = _data(out.pop("ok"))
+    errors = {name: _error(r) for name, r in out.items()}
+    for name, field in [("nul_text", "text"), ("nul_session", "session_key"), ("nul_speaker", "speaker"),
+                        ("nul_query", "query"), ("nul_context", "query"), ("nul_type", "type")]:
+        assert f"{field}: NUL characters" in errors[name], (name, errors[name])
+    assert "speaker" in errors["long_speaker"] and "200 characters" in errors["long_speaker"]
+    assert "session_key" in errors["long_session"] and "200 characters" in errors["long_session"]
+    assert "text: Empty text." in errors["blank"]
+    assert "visibility" in errors["visibility"] and "public" in errors["visibility"]
+    assert "Not found" in errors["huge_id"]
+    for name, text in errors.items():
+        assert text.rstrip(". ") != f"Error executing tool {name}", (name, text)
+        assert "DataError" not in text and "Traceback" not in text and "psycopg" not in text, (name, text)
+    # Nothing refused was written; the valid call after them was, as given (not truncated).
+    node = Node.objects.get(owner_agent=a.agent)
+    assert ok["node_ids"] == [node.id] and node.session_key == "s1" and node.speaker == "Ana"
+
+
+def test_a_crash_in_a_tool_reaches_the_client_as_a_tool_error_without_internals(world, monkeypatch):
+    """In process: every registered tool runs in the wrapper that maps failures (and hands the
+    thread's connection back); an unexpected exception is logged, its text never sent."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from assets import mcp as nylon_mcp
+
+    monkeypatch.setattr(nylon_mcp._Auth, "stdio_key", world["a"].key)
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("relation memory_node: secret internals")
+
+    monkeypatch.setattr(nylon_mcp, "tool_get", boom)
+    server = nylon_mcp.build_server()
+    with pytest.raises(ToolError) as crash:
+        anyio.run(server.call_tool, "memory_get", {"type": "node", "id": 1})
+    assert "Internal error" in str(crash.value) and "secret" not in str(crash.value)
+    # An unpaired surrogate (REST's JSON parser refuses it too) never reaches Postgres.
+    with pytest.raises(ToolError) as bad:
+        anyio.run(server.call_tool, "memory_weave", {"text": "half a pair \ud800"})
+    assert "text: NUL characters and unpaired surrogates are not allowed." in str(bad.value)
