@@ -158,6 +158,14 @@ def _mark_failed(cfg: LlmConfig, err: LlmError) -> None:
                  last_error_at=time.time(), detail=str(err)[:300])
 
 
+def mark_unusable(org, message: str) -> None:
+    """An answer that arrived and parsed but could not be used (facts citing no turn, no facts at
+    all): the call succeeded, yet the work fell back to heuristics, so the state must not say ok."""
+    cfg = config_for(org)
+    if cfg is not None:
+        _mark_failed(cfg, LlmError("unusable_answer", message))
+
+
 def llm_state(org=None) -> dict:
     """{"status": ok|degraded|disabled|unknown, "provider", "model", "endpoint", "last_error", …}."""
     cfg = config_for(org)

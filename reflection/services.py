@@ -77,6 +77,9 @@ class FactDraft:
     # claim: a fact citing an org turn may restate the private turn next to it, so its scope is
     # bounded by all of this too, not by the cited sources alone.
     shown: list[Node] = field(default_factory=list)
+    # The fact's own source_kind when it differs from the run's (a heuristic fallback for one
+    # chunk of an LLM abstraction).
+    source: str = ""
 
     def scope(self) -> tuple[str, int | None]:
         return _scope_of(self.sources + self.shown)
@@ -111,23 +114,61 @@ def _covered_seq(session: MemorySession) -> int:
     return -1 if upto is None else upto
 
 
-def _llm_facts(session: MemorySession, leaves: list[Node]) -> list[FactDraft]:
-    drafts: list[FactDraft] = []
+def _cited_turns(facts: list[dict], n: int) -> list[list[int]]:
+    """Each fact's cited turn indexes, 0-based. The prompt numbers turns from 0; a model numbering
+    them from 1 cites n (which does not exist) and never 0, and read as 0-based would lose its facts
+    on the last turn and pin every other fact on the turn before its own. Such an answer is shifted
+    — only when it is unambiguous: every citation in 1..n, at least one n, none 0. Otherwise
+    out-of-range citations are dropped (and counted)."""
+    cited = [list(dict.fromkeys(f["source_turns"])) for f in facts]
+    flat = {i for c in cited for i in c}
+    if n in flat and 0 not in flat and all(1 <= i <= n for i in flat):
+        return [[i - 1 for i in c] for c in cited]
+    return cited
+
+
+@dataclass
+class LlmFacts:
+    drafts: list[FactDraft]
+    dropped: int = 0  # facts the LLM returned without a usable source turn
+    problems: list[str] = field(default_factory=list)  # chunks whose answer was unusable
+
+
+def _llm_facts(session: MemorySession, leaves: list[Node]) -> LlmFacts:
+    out = LlmFacts([])
     for start in range(0, len(leaves), TURNS_PER_CALL):
         chunk = leaves[start:start + TURNS_PER_CALL]
         lines = [f"[{i}] {n.occurred_at.date().isoformat()} {n.speaker or 'someone'}: "
                  f"{' '.join(n.text.split())[:2000]}" for i, n in enumerate(chunk)]
-        out = llm.complete_json(org=session.org, system=ABSTRACT_SYSTEM, user="\n".join(lines),
-                                schema=ABSTRACT_SCHEMA, max_tokens=4096)
-        for f in out["facts"]:
-            sources = [chunk[i] for i in dict.fromkeys(f["source_turns"]) if 0 <= i < len(chunk)]
+        answer = llm.complete_json(org=session.org, system=ABSTRACT_SYSTEM, user="\n".join(lines),
+                                   schema=ABSTRACT_SCHEMA, max_tokens=4096)
+        usable: list[FactDraft] = []
+        for f, cited in zip(answer["facts"], _cited_turns(answer["facts"], len(chunk)), strict=True):
+            sources = [chunk[i] for i in cited if 0 <= i < len(chunk)]
             text = " ".join(f["text"].split())
             if sources and text:
                 # Capped by the whole chunk rather than calling the LLM once per scope: per-scope
                 # calls would cost more calls and split the conversation (an org reply loses the
                 # private question it answers); a mixed chunk only makes its facts narrower.
-                drafts.append(FactDraft(text, sources, shown=chunk))
-    return drafts
+                usable.append(FactDraft(text, sources, shown=chunk))
+        out.dropped += len(answer["facts"]) - len(usable)
+        if usable:
+            out.drafts += usable
+            continue
+        # Nothing usable for this chunk. An empty answer is normal for small talk, which the
+        # heuristic finds nothing in either; facts that cite no turn of the chunk, or no facts where
+        # the heuristic finds events, are a degraded answer: the heuristic facts are written
+        # instead, so the chunk is never silently left with zero facts, and it is recorded.
+        fallback = _heuristic_facts(chunk)
+        if answer["facts"] or fallback:
+            turns = f"turns {chunk[0].seq}-{chunk[-1].seq}"
+            why = (f"{len(answer['facts'])} facts, none citing a turn of the chunk" if answer["facts"]
+                   else "no facts")
+            out.problems.append(f"{turns}: {why}; {len(fallback)} heuristic facts written instead")
+            for d in fallback:
+                d.source = SourceKind.HEURISTIC
+            out.drafts += fallback
+    return out
 
 
 def _heuristic_facts(leaves: list[Node]) -> list[FactDraft]:
@@ -163,20 +204,29 @@ def abstract_session(*, session_id: int) -> dict:
     cfg = llm.config_for(session.org)
     source = SourceKind.LLM if cfg is not None else SourceKind.HEURISTIC
     try:
-        drafts = _llm_facts(session, leaves) if cfg is not None else _heuristic_facts(leaves)
+        got = _llm_facts(session, leaves) if cfg is not None else LlmFacts(_heuristic_facts(leaves))
     except llm.LlmError as exc:
         # Never write zero facts silently: the session is FAILED, visibly, and the beat retries it.
         _fail_session(session.id, f"llm {exc.kind}: {exc}")
         MemorySession.objects.filter(pk=session.id).update(abstraction_attempts=session.abstraction_attempts + 1)
         log.warning("abstraction of session %s failed: %s", session.id, exc)
         return {"status": "failed", "error": exc.kind}
+    drafts, note = got.drafts, ""
+    if got.problems:
+        # Visible where an LLM failure is: the LLM state (/healthz, background/status) and the
+        # session's error text; the session itself is done, with the heuristic facts.
+        note = f"llm unusable_answer: session {session.key}: " + "; ".join(got.problems)
+        llm.mark_unusable(session.org, note)
+        log.warning("abstraction of session %s: %s", session.id, note)
     vectors = get_embedder().passages([d.text for d in drafts]) if drafts else None
     upto = max((n.seq for n in leaves), default=covered)
-    return _write_facts(session_id=session.id, drafts=drafts, vectors=vectors, source=source, upto=upto)
+    return _write_facts(session_id=session.id, drafts=drafts, vectors=vectors, source=source, upto=upto,
+                        dropped=got.dropped, note=note)
 
 
 @transaction.atomic
-def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: str, upto: int) -> dict:
+def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: str, upto: int,
+                 dropped: int = 0, note: str = "") -> dict:
     session = MemorySession.objects.select_for_update().select_related("org").get(pk=session_id)
     work = work_for(session, lock=True)
     if session.abstraction_status == MemorySession.Status.DONE or work.abstracted_upto >= upto >= 0:
@@ -197,7 +247,7 @@ def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: s
             entities=[e[:200] for e in silks.entities], tags=[t[:200] for t in silks.tags],
             occurred_at=occurred, session_key=session.key, seq=max(n.seq for n in d.sources),
             valid_from=occurred, time_refs=silks.time_refs, valence=silks.valence, intensity=silks.intensity,
-            source_kind=source, event_id=f"fact:{session.id}:{upto}:{i}",
+            source_kind=d.source or source, event_id=f"fact:{session.id}:{upto}:{i}",
             source_node_ids=[n.id for n in d.sources],
             metadata={"session_id": str(session.id), "upto_seq": upto,
                       **({"time_terms": silks.time_terms} if silks.time_terms else {})},
@@ -210,21 +260,28 @@ def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: s
         ignore_conflicts=True,
     )
     session.abstraction_status = MemorySession.Status.DONE
-    session.abstraction_error = ""
+    session.abstraction_error = note[:2000]  # empty unless the LLM's answer was replaced by heuristics
     session.abstraction_attempts += 1
     session.save(update_fields=["abstraction_status", "abstraction_error", "abstraction_attempts"])
     work.abstracted_upto = max(work.abstracted_upto, upto)
     work.facts += len(facts)
     work.save(update_fields=["abstracted_upto", "facts", "updated_at"])
     audit.record(actor=None, org=session.org, action="memory.abstract", object_type="session",
-                 object_id=session.key, detail={"facts": len(facts), "source": source, "upto_seq": upto})
+                 object_id=session.key, detail={"facts": len(facts), "source": source, "upto_seq": upto,
+                                                **({"dropped": dropped} if dropped else {}),
+                                                **({"degraded": note[:500]} if note else {})})
     if facts:
         events.publish(session.org_id, "memory.abstracted", {"session_key": session.key,
                                                              "node_ids": [f.id for f in facts][:50]})
         from memory.services import followup_create
 
         followup_create(org_id=session.org_id, node_ids=[f.id for f in facts])
-    return {"status": "done", "facts": len(facts), "source": source}
+    result = {"status": "done", "facts": len(facts), "source": source}
+    if dropped:
+        result["dropped"] = dropped
+    if note:
+        result["fallback"] = sum(1 for d in drafts if d.source == SourceKind.HEURISTIC)
+    return result
 
 
 # --------------------------------------------------------------------------------------------
