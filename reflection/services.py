@@ -3,8 +3,10 @@ bridges) and the beat tick that drives both from durable state in Postgres.
 
 Idempotency: every write of a task happens in one transaction holding the session row lock, and
 re-checks there what is already written. Facts carry ``event_id = fact:<session>:<upto seq>:<i>``
-and bridges ``bridge:<session>:<i>`` (unique per owner), so a redelivered or concurrent task adds
-nothing twice. LLM calls and embeddings run before that transaction, never under a lock.
+and bridges ``bridge:<session>:r<newest fact id reflected over>:<i>`` (unique per owner), so a
+redelivered or concurrent task adds nothing twice, and a session reopened by new turns is
+reflected again under keys of its own. LLM calls and embeddings run before that transaction,
+never under a lock.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ log = logging.getLogger("nylon.reflection")
 
 TURNS_PER_CALL = 60
 MAX_BRIDGES = 3
+REFLECT_FACTS = 80  # facts shown to the LLM per reflection round
 BRIDGE_DEDUP_COSINE = 0.9
 VISIBILITY_RANK = {Visibility.ORG: 0, Visibility.TEAM: 1, Visibility.PRIVATE: 2, Visibility.RESTRICTED: 3}
 
@@ -262,10 +265,18 @@ def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: s
     session.abstraction_status = MemorySession.Status.DONE
     session.abstraction_error = note[:2000]  # empty unless the LLM's answer was replaced by heuristics
     session.abstraction_attempts += 1
-    session.save(update_fields=["abstraction_status", "abstraction_error", "abstraction_attempts"])
+    fields = ["abstraction_status", "abstraction_error", "abstraction_attempts"]
     work.abstracted_upto = max(work.abstracted_upto, upto)
     work.facts += len(facts)
-    work.save(update_fields=["abstracted_upto", "facts", "updated_at"])
+    if facts and session.reflection_status == MemorySession.Status.DONE:
+        # New facts owe a new reflection round (turns sent with end_session on an ended session do
+        # not reopen reflection on the write path), with an attempt budget of its own: the cap is
+        # per round, not per session's lifetime.
+        session.reflection_status = MemorySession.Status.OPEN
+        fields.append("reflection_status")
+        work.reflection_attempts = 0
+    session.save(update_fields=fields)
+    work.save(update_fields=["abstracted_upto", "facts", "reflection_attempts", "updated_at"])
     audit.record(actor=None, org=session.org, action="memory.abstract", object_type="session",
                  object_id=session.key, detail={"facts": len(facts), "source": source, "upto_seq": upto,
                                                 **({"dropped": dropped} if dropped else {}),
@@ -330,7 +341,16 @@ def reflect_session(*, session_id: int) -> dict:
     if not facts:
         _reflection_outcome(session, SessionWork.Reflection.DONE, "no facts to reflect on", driver=S.DONE)
         return {"status": "done", "bridges": 0}
-    lines = "\n".join(f"[{f.id}] {f.text}" for f in facts[:80])
+    # The newest facts: a session reopened by new turns is reflected again over what it gained.
+    shown = facts[-REFLECT_FACTS:]
+    round_key = _round_key(session, shown)
+    if _round_written(session, round_key):
+        # This round's bridges are already written (a redelivery after the session was re-marked,
+        # or reopened without new facts): nothing new to reflect on, and no paid call.
+        _reflection_outcome(session, SessionWork.Reflection.DONE, "already reflected over these facts",
+                            driver=S.DONE)
+        return {"status": "done", "noop": True}
+    lines = "\n".join(f"[{f.id}] {f.text}" for f in shown)
     try:
         out = llm.complete_json(org=session.org, system=REFLECT_SYSTEM, user=lines, schema=REFLECT_SCHEMA,
                                 max_tokens=800)
@@ -343,9 +363,22 @@ def reflect_session(*, session_id: int) -> dict:
         text = " ".join(b["text"].split())
         linked = [by_id[i] for i in dict.fromkeys(b["fact_ids"]) if i in by_id]
         if linked and not is_vacuous(text):
-            drafts.append(FactDraft(text, linked, shown=facts[:80]))  # the LLM saw all of them
+            drafts.append(FactDraft(text, linked, shown=shown))  # the LLM saw all of them
     vectors = get_embedder().passages([d.text for d in drafts]) if drafts else None
-    return _write_bridges(session_id=session.id, drafts=drafts, vectors=vectors)
+    return _write_bridges(session_id=session.id, drafts=drafts, vectors=vectors, round_key=round_key)
+
+
+def _round_key(session: MemorySession, shown: list[Node]) -> str:
+    """The event-id prefix of one reflection round. A reopened session is reflected again, so
+    ``bridge:<session>:<i>`` alone would collide with the first round's bridges (an IntegrityError,
+    rolled back, retried with a paid call every tick); the newest fact reflected over names the
+    round: new facts make a new round, a redelivery of the same round the same keys."""
+    return f"bridge:{session.id}:r{max(f.id for f in shown)}:"
+
+
+def _round_written(session: MemorySession, round_key: str) -> bool:
+    return Node.objects.filter(org_id=session.org_id, **_owner_filter(session), kind=NodeKind.BRIDGE,
+                               event_id__startswith=round_key).exists()
 
 
 def _near_bridge(session: MemorySession, vec) -> bool:
@@ -367,9 +400,13 @@ def _vec(v) -> str:
 
 
 @transaction.atomic
-def _write_bridges(*, session_id: int, drafts: list[FactDraft], vectors) -> dict:
+def _write_bridges(*, session_id: int, drafts: list[FactDraft], vectors, round_key: str) -> dict:
     session = MemorySession.objects.select_for_update().select_related("org").get(pk=session_id)
     if session.reflection_status == MemorySession.Status.DONE:
+        return {"status": "done", "noop": True}
+    if _round_written(session, round_key):  # re-checked under the lock: another delivery wrote it
+        _reflection_outcome(session, SessionWork.Reflection.DONE, "already reflected over these facts",
+                            driver=MemorySession.Status.DONE)
         return {"status": "done", "noop": True}
     now = timezone.now()
     made: list[tuple[Node, FactDraft]] = []
@@ -386,7 +423,7 @@ def _write_bridges(*, session_id: int, drafts: list[FactDraft], vectors) -> dict
             org_id=session.org_id, **_owner_filter(session), team_id=team_id, visibility=vis,
             kind=NodeKind.BRIDGE, text=d.text, fact=d.text, entities=[e[:200] for e in silks.entities],
             tags=[t[:200] for t in silks.tags], occurred_at=max(n.occurred_at for n in d.sources),
-            session_key=session.key, source_kind=SourceKind.REFLECTION, event_id=f"bridge:{session.id}:{i}",
+            session_key=session.key, source_kind=SourceKind.REFLECTION, event_id=f"{round_key}{i}",
             source_node_ids=[n.id for n in d.sources], metadata={"session_id": str(session.id)},
             confidence=0.6, t0=0.6, lam=0.01, tension_updated_at=now, embedding=vec, embedded=vec is not None,
         )
