@@ -18,7 +18,7 @@ from datetime import timedelta
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from assets import audit
@@ -27,6 +27,7 @@ from memory.engine.weave import EDGE_WEIGHTS, weave_silks
 from memory.models import Edge, EdgeKind, MemorySession, Node, NodeKind, SourceKind, Visibility
 from memory.nearest import nearest_sql
 from nylon_project import events
+from teams.models import Organization
 
 from . import heuristics, llm
 from .models import SessionWork
@@ -479,22 +480,7 @@ def tick(*, now=None) -> dict:
             abstract_ids.append(sid)
     _stamp(abstract_ids, "abstraction_tried_at", now)
 
-    reflect_cut = now - timedelta(seconds=settings.NYLON_REFLECT_IDLE_SECS)
-    candidates = list(MemorySession.objects.select_related("org")
-                      .filter(abstraction_status=S.DONE, reflection_status__in=[S.OPEN, S.FAILED, S.PENDING])
-                      .exclude(_owner_wrote_since(reflect_cut))[:1000])
-    works = {w.session_id: w for w in SessionWork.objects.filter(session__in=candidates)}
-    reflect_ids = []
-    for s in candidates:
-        w = works.get(s.id)
-        if llm.config_for(s.org) is None:
-            if w is None or w.reflection != SessionWork.Reflection.SKIPPED:
-                _reflection_outcome(s, SessionWork.Reflection.SKIPPED, "skipped: no LLM")
-            continue
-        if w is not None and w.reflection_attempts >= settings.NYLON_ABSTRACTION_MAX_ATTEMPTS:
-            continue  # given up; visible as failed in /api/v1/background/status
-        if _due(w.reflection_tried_at if w else None, now):
-            reflect_ids.append(s.id)
+    reflect_ids = _reflection_due(now)
     _stamp(reflect_ids, "reflection_tried_at", now)
     if reflect_ids:
         MemorySession.objects.filter(id__in=reflect_ids).update(reflection_status=S.PENDING)
@@ -503,6 +489,37 @@ def tick(*, now=None) -> dict:
     hooks.enqueue_abstractions(abstract_ids)
     hooks.enqueue_reflections(reflect_ids)
     return {"ended": ended, "abstract": abstract_ids, "reflect": reflect_ids}
+
+
+def _reflection_due(now) -> list[int]:
+    """Sessions to reflect now, at most 1000, least recently tried first. Sessions that cannot be
+    reflected now — their org has no LLM (marked skipped once, here), given up, tried too recently —
+    are excluded in the query: picked unordered from every owed session, a thousand of them would
+    fill each tick and starve the orgs that have an LLM."""
+    S = MemorySession.Status
+    reflect_cut = now - timedelta(seconds=settings.NYLON_REFLECT_IDLE_SECS)
+    owed = (MemorySession.objects.filter(abstraction_status=S.DONE, reflection_status__in=[S.OPEN, S.FAILED, S.PENDING])
+            .exclude(_owner_wrote_since(reflect_cut)))
+    # Whether an org has an LLM is settings plus its own override (config_for), decided once per
+    # org that owes reflection rather than once per session.
+    with_llm, without = [], []
+    for org in Organization.objects.filter(id__in=owed.values("org_id")):
+        (with_llm if llm.config_for(org) is not None else without).append(org.id)
+    work = SessionWork.objects.filter(session_id=OuterRef("id"))
+    if without:
+        for s in (owed.filter(org_id__in=without).select_related("org")
+                  .exclude(Exists(work.filter(reflection=SessionWork.Reflection.SKIPPED))).order_by("id")[:1000]):
+            _reflection_outcome(s, SessionWork.Reflection.SKIPPED, "skipped: no LLM")
+    if not with_llm:
+        return []
+    retry_cut = now - timedelta(seconds=settings.NYLON_ABSTRACTION_RETRY_SECS)
+    return list(
+        owed.filter(org_id__in=with_llm)
+        # given up: visible as failed in /api/v1/background/status
+        .exclude(Exists(work.filter(reflection_attempts__gte=settings.NYLON_ABSTRACTION_MAX_ATTEMPTS)))
+        .exclude(Exists(work.filter(reflection_tried_at__gt=retry_cut)))  # not due yet
+        .annotate(tried=Subquery(work.values("reflection_tried_at")[:1]))
+        .order_by(F("tried").asc(nulls_first=True), "id").values_list("id", flat=True)[:1000])
 
 
 def _stamp(session_ids: list[int], column: str, now) -> None:
