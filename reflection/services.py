@@ -444,10 +444,6 @@ def _write_bridges(*, session_id: int, drafts: list[FactDraft], vectors, round_k
 # the beat tick
 
 
-def _due(tried_at, now) -> bool:
-    return tried_at is None or (now - tried_at).total_seconds() >= settings.NYLON_ABSTRACTION_RETRY_SECS
-
-
 def _owner_wrote_since(cut, *, same_session: bool = False) -> Q:
     """Sessions whose owner (or, with same_session, the session itself) got a leaf after ``cut``.
     Owner columns are nullable, so user- and agent-owned sessions are matched separately."""
@@ -470,14 +466,16 @@ def tick(*, now=None) -> dict:
             ended_at=now, abstraction_status=S.PENDING)
     # Pending (perhaps never enqueued: broker down at commit) and failed sessions are retried once
     # their last attempt is older than NYLON_ABSTRACTION_RETRY_SECS (durable clock in SessionWork).
-    tried = dict(SessionWork.objects.filter(session__abstraction_status__in=[S.PENDING, S.FAILED])
-                 .values_list("session_id", "abstraction_tried_at"))
-    abstract_ids = list(ended)
-    for sid in (MemorySession.objects.filter(abstraction_status__in=[S.PENDING, S.FAILED],
-                                             abstraction_attempts__lt=settings.NYLON_ABSTRACTION_MAX_ATTEMPTS)
-                .exclude(id__in=ended).values_list("id", flat=True)[:1000]):
-        if _due(tried.get(sid), now):
-            abstract_ids.append(sid)
+    # Due-ness is decided in SQL, never-tried first then oldest try: a backlog of sessions not due
+    # yet (failing, waiting out the retry period) must not fill the 1000 and starve the rest.
+    tried_at = Subquery(SessionWork.objects.filter(session_id=OuterRef("id")).values("abstraction_tried_at")[:1])
+    retry_cut = now - timedelta(seconds=settings.NYLON_ABSTRACTION_RETRY_SECS)
+    abstract_ids = list(ended) + list(
+        MemorySession.objects.filter(abstraction_status__in=[S.PENDING, S.FAILED],
+                                     abstraction_attempts__lt=settings.NYLON_ABSTRACTION_MAX_ATTEMPTS)
+        .exclude(id__in=ended).annotate(tried_at=tried_at)
+        .filter(Q(tried_at__isnull=True) | Q(tried_at__lte=retry_cut))
+        .order_by(F("tried_at").asc(nulls_first=True), "id").values_list("id", flat=True)[:1000])
     _stamp(abstract_ids, "abstraction_tried_at", now)
 
     reflect_ids = _reflection_due(now)

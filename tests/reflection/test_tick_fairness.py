@@ -71,3 +71,25 @@ def test_pick_is_bounded(world, org_b_has_an_llm):
     out = services.tick()["reflect"]
     assert out == [s.id for s in made[:1000]]
     assert services.tick()["reflect"] == [made[1000].id]
+
+
+def test_abstractions_not_due_yet_do_not_starve_the_due_ones(world, settings):
+    """The same for abstraction: a thousand failed sessions waiting out their retry period, then a
+    never-tried one and one whose retry is due — both picked, never-tried first."""
+    settings.NYLON_ABSTRACTION_RETRY_SECS = 600
+    past = timezone.now() - timedelta(days=2)
+    a = world["a"]
+
+    def ended(n: int, prefix: str, status) -> list[MemorySession]:
+        return MemorySession.objects.bulk_create([
+            MemorySession(org=a.org, owner_agent=a.agent, key=f"{prefix}{i}", started_at=past, last_turn_at=past,
+                          ended_at=past, abstraction_status=status, abstraction_attempts=1) for i in range(n)])
+
+    waiting = ended(1001, "waiting-", S.FAILED)
+    works(waiting, abstraction_tried_at=timezone.now())
+    (due,) = ended(1, "due-", S.FAILED)
+    works([due], abstraction_tried_at=timezone.now() - timedelta(hours=1))
+    (never,) = ended(1, "never-", S.PENDING)
+    picked = services.tick()["abstract"]
+    assert picked == [never.id, due.id]
+    assert services.tick()["abstract"] == []  # both stamped: not due again for the retry period
