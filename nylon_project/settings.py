@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
 
 from . import embedded
 
@@ -25,11 +28,39 @@ def env_float(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
 
 
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
 DEBUG = env_bool("NYLON_DEBUG", False)
-# The dev default key is fine for a local embedded run; production must set NYLON_SECRET_KEY.
-SECRET_KEY = os.environ.get("NYLON_SECRET_KEY", "nylon-insecure-local-development-key-change-me")
-ALLOWED_HOSTS = os.environ.get("NYLON_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
-CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("NYLON_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+# Loopback names are always allowed, whatever NYLON_ALLOWED_HOSTS says: the compose healthcheck
+# (and any local probe) calls http://127.0.0.1:8000/healthz, and a 400 for its Host header would
+# keep web unhealthy forever once an operator sets the real hostname. Only this machine sends them.
+LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
+ALLOWED_HOSTS = env_list("NYLON_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+ALLOWED_HOSTS += [h for h in LOOPBACK_HOSTS if h not in ALLOWED_HOSTS]
+# Origins the console's forms may be posted from besides the request's own host (a proxy that
+# rewrites Host). Django ignores an origin without a scheme, so that is refused here, loudly.
+CSRF_TRUSTED_ORIGINS = env_list("NYLON_CSRF_TRUSTED_ORIGINS")
+for _origin in CSRF_TRUSTED_ORIGINS:
+    if "://" not in _origin:
+        raise ImproperlyConfigured(
+            f"NYLON_CSRF_TRUSTED_ORIGINS: {_origin!r} needs a scheme, e.g. https://{_origin}")
+
+# Behind a TLS-terminating reverse proxy the app sees plain http: without trusting the proxy's
+# X-Forwarded-Proto, Django expects Origin http://host while browsers send https://host, and every
+# console POST (login included) is refused by CSRF. Only turn this on when the proxy sets (and
+# overwrites) X-Forwarded-Proto and port 8000 is not reachable around it: a client talking to the
+# app directly could otherwise claim https.
+NYLON_BEHIND_HTTPS_PROXY = env_bool("NYLON_BEHIND_HTTPS_PROXY", False)
+if NYLON_BEHIND_HTTPS_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # The session and CSRF cookies then never travel over plain http.
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    # Modest by default: a browser that saw it keeps refusing http for this long, so an operator
+    # who is still trying the set-up out can back out within the hour. Raise it once settled.
+    SECURE_HSTS_SECONDS = env_int("NYLON_HSTS_SECONDS", 3600)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -85,6 +116,49 @@ TEMPLATES = [
 
 DATABASES = {"default": embedded.django_database_config(embedded.database_url())}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+
+def _database_is_local(db: dict) -> bool:
+    host = db.get("HOST") or ""
+    return not host or host.startswith("/") or host in {"localhost", "::1"} or host.startswith("127.")
+
+
+def _persisted_secret_key(path: Path) -> str:
+    """The key in ``path``, created (random, owner-only) on first use. Concurrent first starts
+    (web, worker, beat, test processes) agree on one key: each writes its own temporary file and
+    links it into place, which fails for all but one; the others read the winner's."""
+    if not path.exists():
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(50))
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    key = path.read_text().strip()
+    if not key:
+        raise ImproperlyConfigured(f"{path} is empty: delete it to have a new key made, or set NYLON_SECRET_KEY")
+    return key
+
+
+# Sessions, CSRF tokens and password-reset links are signed with SECRET_KEY, so a key everyone can
+# read in the source is no key. Without NYLON_SECRET_KEY, a key is made once and kept in
+# NYLON_HOME, which every process on this machine shares: enough for `make run`, the tests and a
+# single-box install (local or embedded database). With a database elsewhere, processes may run on
+# several machines and would each make their own key (logins failing at random), and a container
+# without a volume would make a new one per restart, so a production set-up has to choose one.
+SECRET_KEY = os.environ.get("NYLON_SECRET_KEY", "").strip()
+if not SECRET_KEY:
+    if not (DEBUG or _database_is_local(DATABASES["default"])):
+        raise ImproperlyConfigured(
+            "NYLON_SECRET_KEY is not set. With DEBUG off and a database that is not on this machine "
+            "Nylon will not make one up: set NYLON_SECRET_KEY to a long random string (e.g. "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`), the same for web, "
+            "worker and beat.")
+    SECRET_KEY = _persisted_secret_key(embedded.nylon_home() / "secret_key")
 
 REDIS_URL = embedded.redis_url()
 
