@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, time
+from datetime import date, datetime, time, timedelta
 
 from django import forms
 from django.utils import timezone
@@ -16,8 +16,22 @@ from teams.models import Role, Scope, TeamRole
 from .selectors import MAX_PAGE_SIZE, PAGE_SIZE, AssetFilters, NodeFilters
 
 
-def _day_start(d) -> datetime | None:
-    return timezone.make_aware(datetime.combine(d, time.min)) if d else None
+def day_start(d: date | None) -> datetime | None:
+    """The inclusive lower bound of a "from" day: its first instant. None (no bound) without a day and
+    for the calendar's first day: nothing is earlier, and an aware datetime on 0001-01-01 could fall
+    before ``datetime.min`` once shifted to UTC under a time zone east of it."""
+    if d is None or d == date.min:
+        return None
+    return timezone.make_aware(datetime.combine(d, time.min))
+
+
+def day_end(d: date | None) -> datetime | None:
+    """The exclusive upper bound that makes an "until" day inclusive: the first instant of the next
+    day. None (no bound) without a day and for the calendar's last day (9999-12-31, which the date
+    picker offers): there is no next day to add (OverflowError, a 500), and nothing is later."""
+    if d is None or d == date.max:
+        return None
+    return timezone.make_aware(datetime.combine(d + timedelta(days=1), time.min))
 
 
 class KeysetPageMixin:
@@ -54,12 +68,9 @@ class NodeFilterForm(KeysetPageMixin, forms.Form):
 
     def filters(self) -> NodeFilters:
         d = self.cleaned_data
-        until = _day_start(d.get("until"))
-        if until is not None:
-            until = until + timezone.timedelta(days=1)  # inclusive end day
         return NodeFilters(owner=d.get("owner") or "", team_id=d.get("team"), kind=d.get("kind") or "",
                            visibility=d.get("visibility") or "", q=(d.get("q") or "").strip(),
-                           since=_day_start(d.get("since")), until=until)
+                           since=day_start(d.get("since")), until=day_end(d.get("until")))
 
 
 class ResonateForm(forms.Form):

@@ -5,12 +5,9 @@ Every read goes through ``teams.selectors`` / ``teams.access`` and every change 
 
 from __future__ import annotations
 
-from datetime import datetime, time, timedelta
-
 from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect
-from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -28,6 +25,8 @@ from ..forms import (
     MemberRoleForm,
     TeamForm,
     TeamMemberForm,
+    day_end,
+    day_start,
 )
 from .base import next_page_qs, page
 
@@ -191,10 +190,6 @@ def key_revoke(request, key_id: int):
 # --- audit ----------------------------------------------------------------------------------------
 
 
-def _day(d):
-    return timezone.make_aware(datetime.combine(d, time.min)) if d else None
-
-
 @require_GET
 @console_view
 def audit(request):
@@ -202,11 +197,10 @@ def audit(request):
     access.require_org_admin(actor, action="reading the audit log")
     form = AuditFilterForm(request.GET or None)
     d = form.cleaned_data if form.is_bound and form.is_valid() else {}
-    until = _day(d.get("until"))
     p = selectors.audit_page(
         actor=actor, action=d.get("action", ""), actor_label=d.get("actor", ""),
         object_type=d.get("object_type", ""), object_id=d.get("object_id", ""), outcome=d.get("outcome", ""),
-        since=_day(d.get("since")), until=until + timedelta(days=1) if until else None, after=d.get("after"),
+        since=day_start(d.get("since")), until=day_end(d.get("until")), after=d.get("after"),
     )
     return page(request, "frontend/audit.html", {"form": form, "page": p, "nav": "audit",
                                                  "next_qs": next_page_qs(request, p)})
