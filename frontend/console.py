@@ -19,7 +19,7 @@ from django.utils.translation import gettext as _
 from rest_framework import exceptions as drf
 
 from nylon_project.errors import Conflict
-from teams.auth import Actor, actor_for_user
+from teams.auth import Actor, actor_for_user, resolve_user_org
 from teams.models import Organization
 
 
@@ -28,17 +28,11 @@ def user_orgs(user):
 
 
 def console_actor(request) -> Actor | None:
-    """The org is ``session["org_slug"]`` when the user is still a member of it, else their first
-    org (by id, like ``teams.auth.NylonAuthentication``)."""
-    user = request.user
-    slug = request.session.get("org_slug")
-    orgs = Organization.objects.filter(memberships__user=user)
-    org = orgs.filter(slug=slug).first() if slug else None
-    if org is None:
-        if slug:
-            request.session.pop("org_slug", None)
-        org = orgs.order_by("id").first()
-    return actor_for_user(user, org) if org is not None else None
+    """The org is resolved by ``teams.auth.resolve_user_org``, the API's own rule: the session's
+    org while the user is still a member of it (a stale one is dropped), else the org of their
+    oldest membership, pinned in the session so it never changes under them."""
+    org = resolve_user_org(request.user, getattr(request, "session", None))
+    return actor_for_user(request.user, org) if org is not None else None
 
 
 def is_htmx(request) -> bool:
@@ -53,6 +47,16 @@ def error_text(detail) -> str:
     if isinstance(detail, list | tuple):
         return " ".join(error_text(x) for x in detail)
     return str(detail)
+
+
+def add_form_errors(form, detail) -> None:
+    """Puts a service's ValidationError detail on the form: a field's errors on that field when
+    the form has it, anything else as a form-wide error (the view re-renders the form)."""
+    if not isinstance(detail, dict):
+        form.add_error(None, error_text(detail))
+        return
+    for key, value in detail.items():
+        form.add_error(key if key in form.fields else None, error_text(value))
 
 
 def console_view(fn):

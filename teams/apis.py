@@ -157,6 +157,16 @@ class MemberOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class MemberAddedOutput(serializers.Serializer):
+    """The answer to an add: the email the admin typed and the membership. Not the account's
+    username: that would tell any admin who owns an email address (and its login name)."""
+
+    user_id = serializers.IntegerField()
+    email = serializers.EmailField()
+    role = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
 class MemberListApi(Api):
     pagination_class = CursorPage
 
@@ -168,12 +178,13 @@ class MemberListApi(Api):
     def get(self, request):
         return paginate(self, selectors.member_list(actor=request.actor), MemberOutput)
 
-    @extend_schema(request=InputSerializer, responses={201: MemberOutput})
+    @extend_schema(request=InputSerializer, responses={201: MemberAddedOutput})
     def post(self, request):
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         m = services.member_add(actor=request.actor, request_id=self.request_id(), **s.validated_data)
-        return Response(MemberOutput(m).data, status=status.HTTP_201_CREATED)
+        out = {"user_id": m.user_id, "email": s.validated_data["email"], "role": m.role, "created_at": m.created_at}
+        return Response(MemberAddedOutput(out).data, status=status.HTTP_201_CREATED)
 
 
 class MemberDetailApi(Api):

@@ -1,6 +1,7 @@
 """The one authentication class of the API: it puts the tenant and the actor on the request.
 
-An actor is either a console user (Django session, org chosen by ``X-Nylon-Org`` or the session)
+An actor is either a console user (Django session, org chosen by ``X-Nylon-Org`` or the session,
+see ``resolve_user_org``)
 or an agent (``Authorization: Bearer nyl_…`` / ``X-Api-Key``). Views read ``request.actor`` and
 ``request.org``; they never decide access themselves (see ``teams.access``).
 """
@@ -157,6 +158,46 @@ def key_from_headers(headers) -> str | None:
     return headers.get("X-Api-Key") or None
 
 
+SESSION_ORG_KEY = "org_slug"
+
+
+def resolve_user_org(user, session, *, wanted: str | None = None) -> Organization | None:
+    """The org a session user acts in: the one rule of the API and the console pages.
+
+    1. ``wanted`` (the API's ``X-Nylon-Org`` header) is an explicit choice for this request only:
+       an org of the user's, else 404. The session is not touched.
+    2. The session's org (``session["org_slug"]``: chosen in the switcher, or pinned by an earlier
+       request) while the user is still a member of it. A stale one (removed from that org, org
+       deleted) is dropped from the session rather than answering 404 on every call.
+    3. Otherwise the org of the user's oldest membership, and it is pinned in the session.
+
+    Why the oldest membership and the pin: an admin of any org can add an existing user by email.
+    Picking "the org with the lowest id" let an admin of an older org become the victim's current
+    org mid-session (their next write landed in the admin's org). A membership someone else added
+    is always newer than the ones the user already has, and a pinned session never re-resolves,
+    so an org added later becomes current only when the user chooses it. ``None``: in no org.
+    """
+    memberships = Membership.objects.filter(user=user).select_related("org")
+    if wanted:
+        m = memberships.filter(org__slug=wanted).first()
+        if m is None:
+            # An org you are not in does not exist for you.
+            raise exceptions.NotFound("No such organisation.")
+        return m.org
+    pinned = session.get(SESSION_ORG_KEY) if session is not None else None
+    if pinned:
+        m = memberships.filter(org__slug=pinned).first()
+        if m is not None:
+            return m.org
+    m = memberships.order_by("created_at", "id").first()
+    if session is not None:
+        if m is not None:
+            session[SESSION_ORG_KEY] = m.org.slug
+        elif pinned:
+            session.pop(SESSION_ORG_KEY, None)
+    return m.org if m is not None else None
+
+
 class NylonAuthentication(authentication.BaseAuthentication):
     """Agent key or console session; sets ``request.org`` and ``request.actor``."""
 
@@ -182,15 +223,8 @@ class NylonAuthentication(authentication.BaseAuthentication):
 
     @staticmethod
     def _org_for_user(request, user) -> Organization | None:
-        wanted = request.headers.get("X-Nylon-Org") or request._request.session.get("org_slug")
-        orgs = Organization.objects.filter(memberships__user=user)
-        if wanted:
-            org = orgs.filter(slug=wanted).first()
-            if org is None:
-                # An org you are not in does not exist for you.
-                raise exceptions.NotFound("No such organisation.")
-            return org
-        return orgs.order_by("id").first()
+        return resolve_user_org(user, getattr(request._request, "session", None),
+                                wanted=request.headers.get("X-Nylon-Org") or None)
 
     def authenticate_header(self, request) -> str:
         return 'Bearer realm="nylon"'

@@ -116,20 +116,46 @@ def _check_role_change(actor: Actor, *, old: str | None, new: str) -> None:
 
 @transaction.atomic
 def member_add(*, actor: Actor, email: str, role: str, request_id: str = "") -> Membership:
+    """Adds the account with this email, or a new passwordless account named after it.
+
+    Adding an existing account does not change the org that user works in: sessions resolve to
+    the org they already had (``teams.auth.resolve_user_org``); the new org is theirs to choose.
+    Callers show the admin only the email they typed, never the account's username."""
     _check_role_change(actor, old=None, new=role)
+    email = email.strip()
     user = User.objects.filter(email__iexact=email).first()
     if user is None:
-        user = User.objects.create_user(username=email.lower(), email=email.lower())
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
+        user = _user_for_new_email(email)
     try:
         with transaction.atomic():
             membership = Membership.objects.create(org=actor.org, user=user, role=role)
     except IntegrityError:
         raise ValidationError({"email": ["Already a member."]}) from None
     audit.record(actor=actor, action="member.add", object_type="user", object_id=user.id,
-                 detail={"role": role}, request_id=request_id)
+                 detail={"role": role, "email": email.lower()}, request_id=request_id)
     return membership
+
+
+def _user_for_new_email(email: str):
+    """A new account whose username is the email. Refused (400, nothing written: the caller's
+    transaction rolls back) when that username is taken by an account with another email, or
+    does not fit the username column: create_user would fail with an IntegrityError (a 500)."""
+    username = email.lower()
+    max_len = User._meta.get_field(User.USERNAME_FIELD).max_length or 150
+    if len(username) > max_len:
+        raise ValidationError({"email": [f"Ensure this email has at most {max_len} characters."]})
+    taken = ["An account with this name exists under another email; it cannot be added by this email."]
+    # iexact: a look-alike of an existing name ("Ana@x.io" next to "ana@x.io") is refused as well.
+    if User.objects.filter(**{f"{User.USERNAME_FIELD}__iexact": username}).exists():
+        raise ValidationError({"email": taken})
+    try:
+        with transaction.atomic():
+            user = User.objects.create_user(username=username, email=username)
+    except IntegrityError:  # created concurrently between the check and the insert
+        raise ValidationError({"email": taken}) from None
+    user.set_unusable_password()
+    user.save(update_fields=["password"])
+    return user
 
 
 @transaction.atomic

@@ -11,12 +11,13 @@ from django.shortcuts import redirect
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from rest_framework import exceptions as drf
 
 from teams import access, services
 from teams import selectors as team_selectors
 
 from .. import selectors
-from ..console import console_view, request_id
+from ..console import add_form_errors, console_view, request_id
 from ..forms import (
     AgentForm,
     AuditFilterForm,
@@ -101,9 +102,16 @@ def members(request):
     actor = request.actor
     form = MemberAddForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        m = services.member_add(actor=actor, request_id=request_id(request), **form.cleaned_data)
-        messages.success(request, _("%(who)s added.") % {"who": m.user.email or m.user.username})
-        return redirect("frontend:members")
+        try:
+            services.member_add(actor=actor, request_id=request_id(request), **form.cleaned_data)
+        except drf.ValidationError as exc:
+            # The service's refusals (already a member, email taken as a username) belong on the
+            # form's fields, shown with the 400 below, like the form's own errors.
+            add_form_errors(form, exc.detail)
+        else:
+            # Only what the admin typed: the account's username is not theirs to learn.
+            messages.success(request, _("%(who)s added.") % {"who": form.cleaned_data["email"]})
+            return redirect("frontend:members")
     rows = team_selectors.member_list(actor=actor).order_by("user__username")
     return page(request, "frontend/members.html", {"members": rows, "form": form, "role_form": MemberRoleForm(),
                                                    "nav": "members"}, status=400 if form.is_bound else 200)

@@ -1,0 +1,61 @@
+"""The console's Members page and org resolution: the same rule as the API
+(teams.auth.resolve_user_org), and adding by email never shows the account's username."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from teams.models import Membership
+
+pytestmark = pytest.mark.django_db
+
+SESSION_ORG_KEY = "org_slug"  # teams.auth.SESSION_ORG_KEY, spelled out so the tests
+# also run against code without it: the key the switcher writes
+
+User = get_user_model()
+
+
+def test_console_session_keeps_its_org_when_an_older_org_adds_the_user(world, login):
+    a, b = world["a"], world["b"]
+    victim = login(b.member)
+    assert victim.get("/console/").wsgi_request.org == b.org
+    assert victim.session[SESSION_ORG_KEY] == "beta"
+
+    admin = login(a.admin)
+    r = admin.post("/console/members/", {"email": "beta-member@example.com", "role": "member"}, follow=True)
+    assert r.status_code == 200
+    shown = [str(m) for m in r.context["messages"]]
+    assert shown == ["beta-member@example.com added."]  # what the admin typed, not the username
+    assert Membership.objects.filter(org=a.org, user=b.member).exists()
+
+    assert victim.get("/console/").wsgi_request.org == b.org
+    # Switching is the user's explicit choice.
+    victim.post("/console/org", {"org": "alpha"})
+    assert victim.get("/console/").wsgi_request.org == a.org
+
+
+def test_console_add_with_email_taken_as_a_username_is_a_form_error(world, login):
+    User.objects.create_user("ghost@example.com", "someone-else@example.com", "pw-ghost-123")
+    users, members = User.objects.count(), Membership.objects.count()
+    r = login(world["a"].owner).post("/console/members/", {"email": "ghost@example.com", "role": "member"})
+    assert r.status_code == 400
+    assert r.context["form"].errors["email"]
+    assert (User.objects.count(), Membership.objects.count()) == (users, members)
+    # A plain member is refused the add; an outsider has no org page at all.
+    assert login(world["a"].member).post("/console/members/", {"email": "ghost@example.com",
+                                                                "role": "member"}).status_code == 403
+    assert login(world["outsider"]).post("/console/members/", {"email": "ghost@example.com",
+                                                                "role": "member"}).status_code == 403
+    assert Membership.objects.count() == members
+
+
+def test_console_falls_back_when_removed_from_the_chosen_org(world, login, client_for):
+    a, b = world["a"], world["b"]
+    Membership.objects.create(org=b.org, user=a.member, role="member")
+    c = login(a.member)
+    c.post("/console/org", {"org": "beta"})
+    assert c.get("/console/").wsgi_request.org == b.org
+    Membership.objects.filter(org=b.org, user=a.member).delete()
+    assert c.get("/console/").wsgi_request.org == a.org
+    assert c.session[SESSION_ORG_KEY] == "alpha"
