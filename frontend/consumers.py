@@ -18,7 +18,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from memory.selectors import visible_nodes
-from teams.auth import actor_for_user
+from teams.auth import SESSION_ORG_KEY, actor_for_user, resolve_user_org
 from teams.models import Membership, Organization
 
 log = logging.getLogger("nylon.events")
@@ -50,12 +50,10 @@ _SESSION_FIELDS = ("session_key",)
 
 @database_sync_to_async
 def _org_for(user, slug: str | None) -> int | None:
-    """The console's org (frontend.console.console_actor): the session's org while the user is
-    still a member of it, else their first org; None for a user in no org."""
-    orgs = Organization.objects.filter(memberships__user=user)
-    org = orgs.filter(slug=slug).first() if slug else None
-    if org is None:
-        org = orgs.order_by("id").first()
+    """The console's org, by the rule of the API and the console pages (``resolve_user_org``):
+    the session's org while the user is still a member of it, else their oldest membership; None
+    for a user in no org. (The socket's copy of the session is not written back.)"""
+    org = resolve_user_org(user, {SESSION_ORG_KEY: slug} if slug else {})
     return org.id if org else None
 
 
