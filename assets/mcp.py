@@ -12,6 +12,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from django.core.exceptions import PermissionDenied
@@ -20,10 +21,10 @@ from django.db import DataError, InterfaceError, OperationalError, close_old_con
 from django.http import Http404
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import APIException, Throttled, ValidationError
 
 from nylon_project.parsers import unstorable_text
-from teams.auth import Actor, authenticate_key, key_from_headers
+from teams.auth import Actor, ActorRateThrottle, authenticate_key, key_from_headers
 from teams.models import Scope
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,27 @@ def _actor(ctx: Context | None, scope: str) -> Actor:
         raise ToolError("Invalid or missing agent key.")
     if not actor.can(scope):
         raise ToolError(f"This key lacks the '{scope}' scope.")
+    throttled = rate_limited(actor)
+    if throttled is not None:
+        raise ToolError(f"Rate limited: this key is over its request rate; retry in {throttled.wait} s.")
     return actor
+
+
+def rate_limited(actor: Actor) -> Throttled | None:
+    """Count one request against the actor's per-key budget; None while within it, else DRF's
+    Throttled (its ``wait``: whole seconds until the next request is allowed).
+
+    The MCP tools and the memory proxy authenticate keys themselves, outside DRF's views, so they
+    skipped REST's throttle entirely. This runs that same ``ActorRateThrottle`` (same
+    ``DEFAULT_THROTTLE_RATES["actor"]`` rate, same cache key per key, same fail-open when Redis is
+    down), so REST, MCP and the proxy draw on one budget per key. The throttle reads only
+    ``request.actor`` for a key's actor; ``headers``/``META`` are there for its actor-less fallback."""
+    throttle = ActorRateThrottle()
+    request = SimpleNamespace(actor=actor, headers={}, META={})
+    if throttle.allow_request(request, None):
+        return None
+    # wait() is None only when the history outgrew the rate (the rate was lowered): a full period then
+    return Throttled(wait=throttle.wait() or throttle.duration)
 
 
 def _detail(detail: Any) -> str:

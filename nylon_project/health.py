@@ -1,8 +1,17 @@
 """/healthz: database (with pgvector), Redis, Celery worker ping, embedder and LLM state, and the
-post-commit follow-ups still owed."""
+post-commit follow-ups still owed.
+
+/healthz is unauthenticated, so the full report (exception text naming the DB host and user, worker
+hostnames, the LLM endpoint and its last error, counts over every org) goes only to loopback
+clients (the compose healthcheck, ``make run`` users) and to callers sending
+``Authorization: Bearer <NYLON_HEALTH_TOKEN>``; anyone else gets the statuses alone, with the same
+HTTP code (200 ok or degraded, 503 down)."""
 
 from __future__ import annotations
 
+import hmac
+import os
+import threading
 import time
 
 from django.conf import settings
@@ -45,6 +54,31 @@ def _worker() -> dict:
     if not replies:
         return {"status": "down", "detail": "no Celery worker answered a ping"}
     return {"workers": sorted(name for r in replies for name in r)}
+
+
+WORKER_PING_TTL_SECS = 5.0
+
+
+class _WorkerPing:
+    """The worker check, reused for ``WORKER_PING_TTL_SECS`` in this process. A ping is a broadcast
+    on the broker that waits up to 1 s for a reply, so a flood of /healthz (which anyone may call)
+    would otherwise fan out into as many broadcasts and tie up the web process's sync threads."""
+
+    lock = threading.Lock()
+    result: dict | None = None
+    at = 0.0
+
+    @classmethod
+    def get(cls) -> dict:
+        with cls.lock:  # concurrent requests wait for the one ping in flight instead of sending theirs
+            if cls.result is None or time.monotonic() - cls.at >= WORKER_PING_TTL_SECS:
+                cls.result, cls.at = _timed(_worker), time.monotonic()
+            return dict(cls.result)
+
+    @classmethod
+    def reset(cls) -> None:
+        with cls.lock:
+            cls.result = None
 
 
 def _embedder() -> dict:
@@ -103,11 +137,33 @@ def _llm() -> dict:
     return llm_state()
 
 
+LOOPBACK = frozenset({"127.0.0.1", "::1"})
+# Set by a reverse proxy: a request carrying one came from elsewhere, whatever REMOTE_ADDR says.
+FORWARDING_HEADERS = ("X-Forwarded-For", "Forwarded", "X-Real-Ip")
+
+
+def _health_token() -> str:
+    return getattr(settings, "NYLON_HEALTH_TOKEN", None) or os.environ.get("NYLON_HEALTH_TOKEN", "")
+
+
+def _may_see_detail(request) -> bool:
+    """Loopback clients and holders of NYLON_HEALTH_TOKEN get the full report."""
+    if request.META.get("REMOTE_ADDR") in LOOPBACK and not any(h in request.headers for h in FORWARDING_HEADERS):
+        # A reverse proxy on the same host connects from loopback too; its forwarding header tells
+        # its (public) clients apart from the local healthcheck.
+        return True
+    token = _health_token()
+    auth = request.headers.get("Authorization", "")
+    if not token or not auth.lower().startswith("bearer "):
+        return False
+    return hmac.compare_digest(auth[7:].strip().encode(), token.encode())
+
+
 def healthz(request):
     checks = {
         "database": _timed(_database),
         "redis": _timed(_redis),
-        "worker": _timed(_worker),
+        "worker": _WorkerPing.get(),
         "embedder": _timed(_embedder),
         "llm": _timed(_llm),
         "followups": _timed(_followups),
@@ -116,5 +172,9 @@ def healthz(request):
     core_ok = all(checks[name]["status"] == "ok" for name in ("database", "redis", "worker"))
     degraded = [name for name, c in checks.items() if c["status"] not in ("ok", "disabled")]
     status = "ok" if core_ok and not degraded else ("degraded" if core_ok else "down")
-    return JsonResponse({"status": status, "degraded": degraded, "checks": checks},
-                        status=200 if core_ok else 503)
+    if not _may_see_detail(request):
+        checks = {name: {"status": c["status"]} for name, c in checks.items()}
+    response = JsonResponse({"status": status, "degraded": degraded, "checks": checks},
+                            status=200 if core_ok else 503)
+    response["Cache-Control"] = "no-store"  # a shared cache must not hand the full report to others
+    return response

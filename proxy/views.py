@@ -104,24 +104,36 @@ class _AuthFailed(Exception):
     pass
 
 
+class _RateLimited(Exception):
+    def __init__(self, wait: int):
+        super().__init__(wait)
+        self.wait = wait
+
+
 def _authenticate(raw_key: str):
+    from assets.mcp import rate_limited
     from teams.auth import authenticate_key
 
     actor = authenticate_key(raw_key)
     if actor is None:
         raise _AuthFailed
+    # The key's one budget, shared with REST and MCP: each proxied request counts, memory or not.
+    throttled = rate_limited(actor)
+    if throttled is not None:
+        raise _RateLimited(throttled.wait)
     return actor
 
 
 async def _prepare(request, protocol, body: dict | None):
-    """(actor or None, bundle or None): both inside the time budget; AuthFailed for a bad key."""
+    """(actor or None, bundle or None): both inside the time budget; _AuthFailed for a bad key,
+    _RateLimited for a key over its rate."""
     from teams.models import Scope
 
     deadline = time.monotonic() + settings.NYLON_PROXY_BUDGET_MS / 1000
     raw_key = request.headers.get("X-Nylon-Key", "")
     try:
         actor = await asyncio.wait_for(_in_thread(_authenticate, raw_key), max(deadline - time.monotonic(), 0))
-    except _AuthFailed:
+    except (_AuthFailed, _RateLimited):
         raise
     except Exception as exc:  # slow or failing Nylon: the request goes through unmodified
         log.warning("proxy: key check failed or too slow (%s): passing through", type(exc).__name__)
@@ -195,6 +207,12 @@ async def _proxy(request, protocol_name: str):
         actor, bundle = await _prepare(request, protocol, body)
     except _AuthFailed:
         return _error(401, "authentication_failed", "Invalid or revoked Nylon key.", request)
+    except _RateLimited as exc:
+        # Refused, not passed through without memory: the limit caps what one key sends through
+        # Nylon. Same code and Retry-After as REST's 429, which the LLM SDKs wait out and retry.
+        resp = _error(429, "throttled", f"Rate limit of this Nylon key exceeded; retry in {exc.wait} s.", request)
+        resp["Retry-After"] = str(exc.wait)
+        return resp
 
     tools = bundle is not None and _offer_tools(body)
     if bundle is not None:

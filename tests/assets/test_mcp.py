@@ -212,3 +212,42 @@ def test_a_crash_in_a_tool_reaches_the_client_as_a_tool_error_without_internals(
     with pytest.raises(ToolError) as bad:
         anyio.run(server.call_tool, "memory_weave", {"text": "half a pair \ud800"})
     assert "text: NUL characters and unpaired surrogates are not allowed." in str(bad.value)
+
+
+def test_tools_are_rate_limited_per_key_with_rest_and_fail_open_without_the_cache(world, client_for, monkeypatch):
+    """In process: a key's MCP calls count in REST's per-key budget (ActorRateThrottle); over it a
+    tool answers a ToolError naming the retry delay. With Redis down the limit fails open, as REST's."""
+    from django.core.cache import cache
+    from django.test import override_settings
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from assets import mcp as nylon_mcp
+    from nylon_project.live import free_port
+    from teams.auth import ActorRateThrottle, authenticate_key
+
+    # patched in place: DRF binds this dict to the throttle class at import, out of override_settings' reach
+    monkeypatch.setitem(ActorRateThrottle.THROTTLE_RATES, "actor", "2/min")
+    key_id = authenticate_key(world["a"].key).key_id
+    cache_key = ActorRateThrottle.cache_format % {"scope": "actor", "ident": f"key{key_id}"}
+    cache.delete(cache_key)  # key ids restart with each test database; Redis may remember an old run
+    monkeypatch.setattr(nylon_mcp._Auth, "stdio_key", world["a"].key)
+    server = nylon_mcp.build_server()
+
+    def call():
+        return anyio.run(server.call_tool, "memory_weave", {"text": "The Orion deal closes in May."})
+
+    try:
+        call()
+        call()
+        with pytest.raises(ToolError) as limited:
+            call()
+        assert "Rate limited" in str(limited.value) and "retry in" in str(limited.value), str(limited.value)
+        r = client_for(world["a"].key).get("/api/v1/org")
+        assert r.status_code == 429 and 1 <= int(r["Retry-After"]) <= 60  # one budget with REST
+
+        dead = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                            "LOCATION": f"redis://127.0.0.1:{free_port()}/0"}}
+        with override_settings(CACHES=dead):
+            call()  # no cache to count in: served, not refused
+    finally:
+        cache.delete(cache_key)

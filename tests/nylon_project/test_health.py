@@ -5,6 +5,25 @@ from django.test import Client
 
 pytestmark = pytest.mark.django_db
 
+PUBLIC = "203.0.113.9"  # TEST-NET-3: a client that is not on this host
+
+
+@pytest.fixture(autouse=True)
+def _fresh_worker_ping():
+    """The worker check is reused for a few seconds; each test pings its own worker."""
+    from nylon_project import health
+
+    health._WorkerPing.reset()
+    yield
+    health._WorkerPing.reset()
+
+
+def _assert_statuses_only(body: dict) -> None:
+    assert set(body) == {"status", "degraded", "checks"}, body
+    assert set(body["checks"]) == {"database", "redis", "worker", "embedder", "llm", "followups", "ingest"}
+    for name, check in body["checks"].items():
+        assert set(check) == {"status"}, (name, check)
+
 
 def test_healthz_reports_each_dependency(celery_worker_process):
     r = Client().get("/healthz")
@@ -114,6 +133,84 @@ def test_healthz_degrades_while_bulk_batches_go_unfinished(world, celery_worker_
     IngestBatch.objects.filter(id__in=[fresh.id, never_run.id]).update(status="done")
     body, check = ingest()
     assert check["status"] == "ok" and check["pending"] == 0 and "ingest" not in body["degraded"]
+
+
+def test_healthz_shows_remote_clients_only_statuses(celery_worker_process, monkeypatch):
+    """/healthz is public: exception text (DB host, user), worker hostnames, the LLM endpoint and
+    counts over every org are for this host and token holders, not for anyone on the network."""
+    monkeypatch.delenv("NYLON_HEALTH_TOKEN", raising=False)
+    r = Client(REMOTE_ADDR=PUBLIC).get("/healthz")
+    assert r.status_code == 200 and r["Cache-Control"] == "no-store"
+    body = r.json()
+    _assert_statuses_only(body)
+    assert body["status"] == "ok" and body["checks"]["worker"] == {"status": "ok"}
+    assert "workers" not in r.content.decode() and "pgvector" not in r.content.decode()
+    # a reverse proxy on this host connects from loopback, but forwards for someone else
+    r = Client(HTTP_X_FORWARDED_FOR=PUBLIC).get("/healthz")
+    _assert_statuses_only(r.json())
+    # a bearer token means nothing while NYLON_HEALTH_TOKEN is unset
+    _assert_statuses_only(Client(REMOTE_ADDR=PUBLIC).get("/healthz", HTTP_AUTHORIZATION="Bearer ").json())
+
+
+def test_healthz_detail_for_loopback_and_for_the_health_token(celery_worker_process, monkeypatch):
+    monkeypatch.setenv("NYLON_HEALTH_TOKEN", "hz-secret-123")
+    public = Client(REMOTE_ADDR=PUBLIC)
+    for auth in ("Bearer wrong", "Bearer hz-secret-1234", "hz-secret-123", ""):
+        _assert_statuses_only(public.get("/healthz", HTTP_AUTHORIZATION=auth).json())
+
+    for r in (public.get("/healthz", HTTP_AUTHORIZATION="Bearer hz-secret-123"),
+              Client().get("/healthz"), Client(REMOTE_ADDR="::1").get("/healthz")):
+        checks = r.json()["checks"]
+        assert r.status_code == 200
+        assert checks["worker"]["workers"] and checks["database"]["pgvector"], checks
+        assert {"pending", "overdue", "failing"} <= set(checks["followups"]), checks
+
+
+def test_healthz_down_is_still_a_503_without_detail(monkeypatch):
+    from nylon_project import health
+
+    def refused():
+        raise ConnectionError("connection to db.internal:5432 as nylon_admin refused")
+
+    monkeypatch.setattr(health, "_database", refused)
+    monkeypatch.setattr(health, "_worker", lambda: {"workers": ["celery@worker-7f3a"]})
+    r = Client(REMOTE_ADDR=PUBLIC).get("/healthz")
+    assert r.status_code == 503
+    _assert_statuses_only(r.json())
+    assert r.json()["status"] == "down" and r.json()["checks"]["database"] == {"status": "down"}
+    assert b"db.internal" not in r.content and b"worker-7f3a" not in r.content
+    assert "db.internal:5432" in Client().get("/healthz").json()["checks"]["database"]["detail"]
+
+
+def test_a_flood_of_healthz_sends_one_worker_ping(monkeypatch):
+    """A ping is a broker broadcast that waits up to 1 s: anyone hammering /healthz must not fan
+    out into as many. The result is reused for WORKER_PING_TTL_SECS."""
+    from nylon_project import health
+    from nylon_project.celery import app
+
+    pings = []
+
+    def ping(**kwargs):
+        pings.append(kwargs)
+        return [{"celery@w1": {"ok": "pong"}}]
+
+    monkeypatch.setattr(app.control, "ping", ping)
+    for _ in range(10):
+        r = Client(REMOTE_ADDR=PUBLIC).get("/healthz")
+        assert r.json()["checks"]["worker"] == {"status": "ok"}
+    assert Client().get("/healthz").json()["checks"]["worker"]["workers"] == ["celery@w1"]
+    assert len(pings) == 1
+
+    clock = [1000.0]
+    monkeypatch.setattr(health.time, "monotonic", lambda: clock[0])
+    health._WorkerPing.reset()
+    Client().get("/healthz")
+    clock[0] += health.WORKER_PING_TTL_SECS - 0.1
+    Client().get("/healthz")
+    assert len(pings) == 2
+    clock[0] += 0.2  # expired: the next request pings again
+    Client().get("/healthz")
+    assert len(pings) == 3
 
 
 def test_schema_and_docs_are_served(db):
