@@ -99,15 +99,21 @@ def _followups() -> dict:
     from nylon_project.celery import FOLLOWUP_GRACE_SECS
 
     counts = followup_counts(org_id=None, grace_secs=FOLLOWUP_GRACE_SECS)
+    return _owed("post-commit follow-ups", counts,
+                 failing=f"still not done after {FOLLOWUP_MAX_ATTEMPTS} re-sends",
+                 overdue=f"pending are overdue (older than NYLON_FOLLOWUP_GRACE_SECS = {FOLLOWUP_GRACE_SECS:g} s)")
+
+
+def _owed(what: str, counts: dict, *, failing: str, overdue: str) -> dict:
+    """A check over owed background work: degraded while any of it is overdue or failing."""
     reasons = []
     if counts["failing"]:
-        reasons.append(f"{counts['failing']} still not done after {FOLLOWUP_MAX_ATTEMPTS} re-sends")
+        reasons.append(f"{counts['failing']} {failing}")
     if counts["overdue"]:
-        reasons.append(f"{counts['overdue']} of {counts['pending']} pending are overdue (older than "
-                       f"NYLON_FOLLOWUP_GRACE_SECS = {FOLLOWUP_GRACE_SECS:g} s)")
+        reasons.append(f"{counts['overdue']} of {counts['pending']} {overdue}")
     if reasons:
-        return {"status": "degraded", "detail": "post-commit follow-ups: " + "; ".join(reasons), **counts}
-    return counts
+        return {"status": "degraded", "detail": f"{what}: " + "; ".join(reasons), **counts}
+    return {"status": "ok", **counts}
 
 
 def _ingest() -> dict:
@@ -118,15 +124,9 @@ def _ingest() -> dict:
     from memory.services import BATCH_MAX_ATTEMPTS, batch_counts
 
     counts = batch_counts(retry_after_secs=settings.NYLON_INGEST_RETRY_SECS)
-    reasons = []
-    if counts["failing"]:
-        reasons.append(f"{counts['failing']} not finished after {BATCH_MAX_ATTEMPTS} runs (re-sent, backing off)")
-    if counts["overdue"]:
-        reasons.append(f"{counts['overdue']} of {counts['pending']} never run within twice "
-                       f"NYLON_INGEST_RETRY_SECS = {settings.NYLON_INGEST_RETRY_SECS:g} s")
-    if reasons:
-        return {"status": "degraded", "detail": "bulk batches: " + "; ".join(reasons), **counts}
-    return {"status": "ok", **counts}
+    return _owed("bulk batches", counts,
+                 failing=f"not finished after {BATCH_MAX_ATTEMPTS} runs (re-sent, backing off)",
+                 overdue=f"never run within twice NYLON_INGEST_RETRY_SECS = {settings.NYLON_INGEST_RETRY_SECS:g} s")
 
 
 def _llm() -> dict:
