@@ -18,6 +18,7 @@ from ._arrays import GrowArray
 __all__ = ["Graph"]
 
 _I32_MAX = np.iinfo(np.int32).max
+_F16_MAX = float(np.finfo(np.float16).max)
 
 
 def _dedupe_max(
@@ -114,8 +115,10 @@ class Graph:
             raise ValueError("edge endpoint out of range; call grow() first")
         if not np.all(np.isfinite(w)) or w.min() < 0:
             raise ValueError("edge weights must be finite and >= 0")
-        # Quantise once up front so every comparison below sees stored values.
-        w = w.astype(np.float16).astype(np.float32)
+        # Quantise once up front so every comparison below sees stored values. Weights past
+        # float16's range saturate at its max: cast as they are they became inf, and an inf
+        # activation ranked such a neighbour last (inf scores count as "no score" in rank fusion).
+        w = np.minimum(w, _F16_MAX).astype(np.float16).astype(np.float32)
         loop = s == d
         if loop.any():
             s, d, w, k = s[~loop], d[~loop], w[~loop], k[~loop]
