@@ -38,6 +38,17 @@ KIND = {"leaf": NKind.LEAF, "fact": NKind.FACT, "bridge": NKind.BRIDGE, "persona
         "scene": NKind.SCENE}
 SCOPE = {"private": EScope.PRIVATE, "team": EScope.TEAM, "org": EScope.ORG, "restricted": EScope.RESTRICTED}
 EDGE = {k.name.lower(): int(k) for k in EKind}
+_EDGE_FALLBACK = int(EKind.EXPLICIT)  # a kind the engine does not know (an import): diffusion ignores kinds
+
+
+def _edge_weights(w: np.ndarray) -> np.ndarray:
+    """Edge weights as the engine accepts them. Rows are not validated on the way in (an import
+    takes any float): a NaN or negative weight made Graph.add_edges raise, so every catch-up of
+    the org failed, and the org's queries with it, until the row was fixed by hand. NaN and
+    negative weights become 0 (an edge never walked), +inf and huge ones the largest float32."""
+    w = np.nan_to_num(np.asarray(w, dtype=np.float64), nan=0.0, posinf=np.inf, neginf=0.0)
+    return np.clip(w, 0.0, float(np.finfo(np.float32).max)).astype(np.float32)
+
 
 _NODE_SQL = """
 SELECT id, text, speaker, kind, visibility, coalesce(owner_agent_id * 2 + 1, owner_user_id * 2),
@@ -317,8 +328,8 @@ class EngineCache:
         if edges:
             src = np.fromiter((e[0] for e in edges), np.int64, len(edges))
             dst = np.fromiter((e[1] for e in edges), np.int64, len(edges))
-            kind = np.fromiter((EDGE[e[2]] for e in edges), np.uint8, len(edges))
-            w = np.fromiter((e[3] for e in edges), np.float32, len(edges))
+            kind = np.fromiter((EDGE.get(e[2], _EDGE_FALLBACK) for e in edges), np.uint8, len(edges))
+            w = _edge_weights(np.fromiter((e[3] for e in edges), np.float64, len(edges)))
             del edges
             index.add_edges(src, dst, w, kind)
         t4 = time.perf_counter()
