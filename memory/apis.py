@@ -64,8 +64,13 @@ class WeaveApi(Api):
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         d = s.validated_data
+        turn = _turn(d)
+        problem = services.turn_problem(turn)
+        if problem:
+            # /weave has no turns list: the error goes on its own field (the caption counts toward the limit).
+            raise serializers.ValidationError({"text": [problem]})
         result = services.weave_session(
-            actor=request.actor, turns=[_turn(d)], session_key=d["session_key"], visibility=d["visibility"],
+            actor=request.actor, turns=[turn], session_key=d["session_key"], visibility=d["visibility"],
             team=team_from_input(request.actor, d["team_id"]), request_id=self.request_id(),
         )
         return Response(WeaveOutput(result).data, status=status.HTTP_201_CREATED)

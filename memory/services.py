@@ -11,7 +11,7 @@ from functools import partial
 from typing import NamedTuple
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 from pgvector.psycopg.vector import register_vector_info
@@ -108,9 +108,29 @@ def weave_session(
             raise ValidationError({"turns": {str(i): {"text": [problem]}}})
     # Embedding happens before the transaction: no row locks are held while the model runs.
     vectors = get_embedder().passages(texts)
-    return _write_session(actor=actor, turns=turns, texts=texts, vectors=vectors, session_key=session_key,
-                          visibility=visibility, team=team, source_kind=source_kind, now=now,
-                          end_session=end_session, request_id=request_id)
+    write = partial(_write_session, actor=actor, turns=turns, texts=texts, vectors=vectors, session_key=session_key,
+                    visibility=visibility, team=team, source_kind=source_kind, now=now, end_session=end_session,
+                    request_id=request_id)
+    try:
+        return write()
+    except IntegrityError as exc:
+        # A concurrent weave (a client's retry while the first attempt still runs) committed one of
+        # these event ids after our check: once more, which now finds and returns it (a 201, not a 500).
+        if _constraint(exc) != "node_event_idempotent":
+            raise
+        log.info("weave of %s met a concurrent write of the same event id; writing again", actor.label)
+        return write()
+
+
+def _constraint(exc: Exception) -> str:
+    """The name of the constraint a database error violated ("" when unknown)."""
+    diag = getattr(exc.__cause__, "diag", None)
+    return getattr(diag, "constraint_name", None) or ""
+
+
+def turn_problem(turn: TurnIn) -> str:
+    """Why a turn's stored text (text and caption together) is refused, or ""."""
+    return _text_problem(turn_text(turn.text, turn.caption))
 
 
 @transaction.atomic
@@ -166,10 +186,15 @@ def _write_session(*, actor, turns, texts, vectors, session_key, visibility, tea
 
     node_ids = [existing[e] if idx is None else new_nodes[idx].id for e, idx in order]
     event_ids = {e: nid for (e, _), nid in zip(order, node_ids, strict=True) if e}
-    if session is not None and new_nodes:
-        session.turn_count += len(new_nodes)
-        session.last_turn_at = max(n.occurred_at for n in new_nodes)
-        if end_session:
+    # end_session holds even when every turn was already stored (a retried or re-sent last turn, the
+    # only way to end a session since turns may not be empty); an already ended session stays as it is.
+    ends = (session is not None and end_session
+            and (bool(new_nodes) or (session.ended_at is None and session.turn_count > 0)))
+    if session is not None and (new_nodes or ends):
+        if new_nodes:
+            session.turn_count += len(new_nodes)
+            session.last_turn_at = max(n.occurred_at for n in new_nodes)
+        if ends:
             session.ended_at = now
             session.abstraction_status = MemorySession.Status.PENDING
         elif session.ended_at is not None:
@@ -185,8 +210,8 @@ def _write_session(*, actor, turns, texts, vectors, session_key, visibility, tea
         events.publish(actor.org.id, "memory.woven", {"node_ids": [n.id for n in new_nodes][:50],
                                                       "session_key": session_key})
         followup_create(org_id=actor.org.id, node_ids=[n.id for n in new_nodes])
-        if session is not None and end_session:
-            _after_commit(ended_session_id=session.id)
+    if ends:
+        _after_commit(ended_session_id=session.id)
     return WeaveResult(node_ids=node_ids, event_ids=event_ids, created=len(new_nodes),
                        embedded=vectors is not None, session_key=session_key)
 
@@ -587,6 +612,15 @@ def _bulk_write(*, actor: Actor, sessions: Sequence[SessionIn], teams: list[Team
             session.abstraction_status = MemorySession.Status.OPEN
             session.reflection_status = MemorySession.Status.OPEN
         touched.append(session)
+    # end_session holds when every turn of the session was already stored (a retry, or a re-sent
+    # last turn to end it), as in weave_session; an already ended session stays as it is.
+    for key in sorted(ending - added.keys()):
+        session = locked[key]
+        if session.ended_at is None and session.turn_count > 0:
+            session.ended_at = now
+            session.abstraction_status = MemorySession.Status.PENDING
+            ended.append(session.id)
+            touched.append(session)
     MemorySession.objects.bulk_update(touched, ["turn_count", "last_turn_at", "ended_at", "abstraction_status",
                                                 "reflection_status"])
 
@@ -606,6 +640,9 @@ def _bulk_write(*, actor: Actor, sessions: Sequence[SessionIn], teams: list[Team
 
         transaction.on_commit(partial(hooks.after_bulk_ingest, batch_id=batch.id, ended_session_ids=ended),
                               robust=True)
+    else:
+        for session_id in ended:  # nothing new to enrich: only the abstraction of what was ended
+            _after_commit(ended_session_id=session_id)
     return BulkResult(batch_id=batch.id if batch else None, node_ids=node_ids, created=len(new),
                       existing=len(rows) - len(new), sessions=len(keys), edges=len(edges), embedded=embedded,
                       deferred=deferred)
