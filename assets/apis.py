@@ -244,7 +244,7 @@ class GrantListCreateApi(Api):
         q.is_valid(raise_exception=True)
         d = q.validated_data
         obj, _ = services.acl_object_for_admin(request.actor, d["object_type"], d["object_id"],
-                                               request_id=self.request_id())
+                                               request_id=self.request_id(), new_grant=False)
         qs = AccessGrant.objects.filter(org=request.actor.org, object_type=d["object_type"], object_id=obj.id)
         return paginate(self, qs, GrantOutput)
 
@@ -396,9 +396,14 @@ class ContextApi(Api):
         s = self.InputSerializer(data=data)
         s.is_valid(raise_exception=True)
         d = s.validated_data
+        overrides = dict(d["budget"])
+        if d["k"] is not None:
+            # k (≤ 20) asks for that many hits: it raises the default max_recall_items (5), which
+            # would otherwise silently cut it; an explicit max_recall_items still bounds it.
+            overrides.setdefault("max_recall_items", d["k"])
         result = build_context(actor=request.actor, query=d["query"],
                                language=pick_language(request.headers.get("Accept-Language")),
-                               budget=Budget.with_overrides(d["budget"]), k=d["k"], reinforce=d["reinforce"])
+                               budget=Budget.with_overrides(overrides), k=d["k"], reinforce=d["reinforce"])
         resp = Response(result.as_dict())
         resp["Content-Language"] = result.language
         resp["Vary"] = "Accept-Language"

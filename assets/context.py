@@ -171,7 +171,10 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
 
     from . import services
 
-    budget = budget or Budget()
+    if budget is None:
+        # ``k`` is the caller's explicit ask for that many hits (up to the hard cap): without a
+        # budget of its own it must not be cut back to the default ``max_recall_items``.
+        budget = Budget.with_overrides({"max_recall_items": k} if k else None)
     heads = HEADINGS[language]
     truncated = {"full": 0, "index": 0, "recall": 0}
     dropped = {"full": 0, "index": 0, "recall": 0}

@@ -122,12 +122,19 @@ def asset_update(*, actor: Actor, asset: Asset, data: dict, expected_version: in
                  request_id: str = "") -> tuple[Asset, bool]:
     """Returns (asset, created_a_version). Identical content creates no version (idempotent)."""
     asset = _lock(asset, expected_version)
+    # The caller's access check read the row before this lock. A visibility change bumps no version,
+    # so expected_version cannot catch an owner narrowing the asset in between: decide again on the
+    # locked row, or a team admin's stale request would still write into a now-private asset.
+    if not (access.asset_readable(actor, asset)[0] and access._writable(actor, asset, ObjectType.ASSET)[0]):
+        raise PermissionDenied("Only the owner, an admin of its scope or an ACL writer may change this asset.")
     if asset.status not in EDITABLE_STATUSES:
         raise ValidationError({"status": [f"A {asset.status} asset cannot be edited."]})
     if "node_ids" in data:
         if asset.kind != AssetKind.CHAT_MEMORY:
             raise ValidationError({"node_ids": ["Only chat-memory assets hold memories."]})
         data["node_ids"] = _check_node_ids(actor, data["node_ids"])
+        if not data["node_ids"]:  # the create rule: an empty chat memory is not a chat memory
+            raise ValidationError({"node_ids": ["A chat-memory asset is a set of memories."]})
     changed_meta = {}
     if "visibility" in data and data["visibility"] != asset.visibility:
         if data["visibility"] not in (Visibility.PRIVATE, Visibility.RESTRICTED):
@@ -320,10 +327,13 @@ def _acl_object(actor: Actor, object_type: str, object_id: int):
     return qs.first()
 
 
-def acl_object_for_admin(actor: Actor, object_type: str, object_id: int, *, request_id: str = ""):
+def acl_object_for_admin(actor: Actor, object_type: str, object_id: int, *, request_id: str = "",
+                         new_grant: bool = True):
     """Who administers an ACL: the object's owner, or an org admin (who may grant itself access).
-    A private object of someone else is not found, for admins too; non-restricted objects have
-    no ACL (400)."""
+    A private object of someone else is not found, for admins too; non-restricted objects take no
+    new grant (400). Listing and revoking (``new_grant=False``) work whatever the visibility: an
+    owner who narrowed a restricted object to private must still be able to see and revoke its
+    old grants, which would otherwise come back to life if the object became restricted again."""
     obj = _acl_object(actor, object_type, object_id)
     owner = obj is not None and access._owns(actor, obj)
     if obj is None or (obj.visibility == Visibility.PRIVATE and not owner):
@@ -335,7 +345,7 @@ def acl_object_for_admin(actor: Actor, object_type: str, object_id: int, *, requ
         access._deny(actor, object_type=f"{object_type}_acl", object_id=object_id, for_write=True,
                      reason="not_owner_or_org_admin", request_id=request_id, not_found=not readable,
                      message="Only the owner or an org admin may manage this ACL.")
-    if obj.visibility != Visibility.RESTRICTED:
+    if new_grant and obj.visibility != Visibility.RESTRICTED:
         raise ValidationError({"object_id": ["Only restricted objects have an access list."]})
     return obj, ("owner" if owner else "org_admin")
 
@@ -426,7 +436,7 @@ def grant_get_for_admin(actor: Actor, grant_id: int, *, request_id: str = "") ->
     grant = AccessGrant.objects.filter(org=actor.org, id=grant_id).first()
     if grant is None:
         raise Http404
-    acl_object_for_admin(actor, grant.object_type, grant.object_id, request_id=request_id)
+    acl_object_for_admin(actor, grant.object_type, grant.object_id, request_id=request_id, new_grant=False)
     return grant
 
 
