@@ -5,13 +5,13 @@ from __future__ import annotations
 import io
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError
 from rest_framework.response import Response
 
 from assets.access import access_node
-from nylon_project.api import Api, StrictSerializer, paginate, team_from_input
+from nylon_project.api import Api, StrictSerializer, filter_params, paginate, team_from_input
 from nylon_project.pagination import CursorPage
 from nylon_project.parsers import SafeJSONParser, unstorable_path, unstorable_text
 
@@ -129,19 +129,22 @@ class NodeOutput(serializers.Serializer):
 class NodeListApi(Api):
     pagination_class = CursorPage
 
-    @extend_schema(parameters=[OpenApiParameter("kind", enum=NodeKind.values),
-                               OpenApiParameter("session_key", str)],
-                   responses=NodeOutput(many=True))
+    class QueryInput(StrictSerializer):
+        # Strict, as the other list filters: a misspelt filter (``?kinds=fact``) is a 400, not every node.
+        kind = serializers.ChoiceField(choices=NodeKind.values, required=False,
+                                       error_messages={"invalid_choice": "Unknown kind."})
+        session_key = serializers.CharField(max_length=200, required=False, allow_blank=True, trim_whitespace=False)
+
+    @extend_schema(parameters=[QueryInput], responses=NodeOutput(many=True))
     def get(self, request):
+        q = self.QueryInput(data=filter_params(request))
+        q.is_valid(raise_exception=True)
+        d = q.validated_data
         qs = selectors.visible_nodes(actor=request.actor)
-        kind = request.query_params.get("kind")
-        if kind is not None:
-            if kind not in NodeKind.values:
-                raise serializers.ValidationError({"kind": ["Unknown kind."]})
-            qs = qs.filter(kind=kind)
-        session = request.query_params.get("session_key")
-        if session:
-            qs = qs.filter(session_key=session)
+        if "kind" in d:
+            qs = qs.filter(kind=d["kind"])
+        if d.get("session_key"):
+            qs = qs.filter(session_key=d["session_key"])
         return paginate(self, qs, NodeOutput)
 
 
