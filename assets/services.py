@@ -179,6 +179,10 @@ def asset_promote(*, actor: Actor, asset: Asset, visibility: str, team: Team | N
         team = team or asset.team or (actor.agent.team if actor.agent is not None else None)
         if team is None:
             raise ValidationError({"team_id": ["Team visibility needs a team."]})
+    if team is not None and not (visibility == Visibility.ORG and actor.is_org_admin):
+        # Also for an org target: the approval writes this team onto the asset, and admins of an
+        # org asset's team may change it, so a requester could hand an unrelated team write rights.
+        # (An org admin may already create an org asset of any team directly.)
         member = (team.id == actor.agent.team_id) if actor.agent is not None else team.id in actor.team_ids
         if not member:
             raise ValidationError({"team_id": ["You are not a member of this team."]})

@@ -86,3 +86,18 @@ def test_update_re_decides_the_write_right_on_the_locked_row(world, client_for):
     with pytest.raises(PermissionDenied):
         services.asset_update(actor=admin, asset=seen, data={"body": "overwritten"}, expected_version=1)
     assert Asset.objects.get(id=asset["id"]).body == ""
+
+
+def test_org_promotion_refuses_a_team_the_requester_is_not_in(world, client_for):
+    from teams.models import Team
+
+    a = world["a"]
+    other = Team.objects.create(org=a.org, name="ops", slug="ops")
+    c = client_for(a.member)
+    asset = create_asset(c, title="Handbook")
+    r = c.post(f"/api/v1/assets/{asset['id']}/promote", {"visibility": "org", "team_id": other.id}, format="json")
+    assert r.status_code == 400 and "team_id" in r.json()["error"]["fields"]
+    assert Asset.objects.get(id=asset["id"]).status == "draft"
+    # its own team, or none, is fine
+    r = c.post(f"/api/v1/assets/{asset['id']}/promote", {"visibility": "org", "team_id": a.team.id}, format="json")
+    assert r.status_code == 200, r.content
