@@ -8,6 +8,7 @@ everywhere. LRU eviction under ``NYLON_CACHE_MAX_BYTES``; an evicted org is rebu
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -38,6 +39,7 @@ KIND = {"leaf": NKind.LEAF, "fact": NKind.FACT, "bridge": NKind.BRIDGE, "persona
         "scene": NKind.SCENE}
 SCOPE = {"private": EScope.PRIVATE, "team": EScope.TEAM, "org": EScope.ORG, "restricted": EScope.RESTRICTED}
 EDGE = {k.name.lower(): int(k) for k in EKind}
+_I63 = (1 << 63) - 1
 _EDGE_FALLBACK = int(EKind.EXPLICIT)  # a kind the engine does not know (an import): diffusion ignores kinds
 
 
@@ -110,10 +112,15 @@ def _binary_cursor(info: TypeInfo) -> psycopg.Cursor:
 
 
 def _session_int(key: str) -> int:
-    # Engine session keys are int64; a stable hash keeps "same session" comparable.
-    import zlib
-
-    return zlib.crc32(key.encode()) if key else 0
+    """Engine session keys are int64 and only ever compared for equality; a stable hash keeps
+    "same session" comparable across processes. 63 bits, never 0 for a key: crc32 (32 bits) made
+    two sessions of one org collide past a few ten thousand sessions ("plumless"/"buckeroo" do),
+    and colliding sessions shared context windows, session scores and diversity penalties; a key
+    hashing to 0 lost its session altogether."""
+    if not key:
+        return 0
+    h = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little") & _I63
+    return h or 1
 
 
 def _record(row) -> NodeRecord:
