@@ -240,7 +240,8 @@ class JSONLinesParser(SafeJSONParser):
         return out
 
 
-def _text_field(raw: dict, name: str, max_length: int, err: dict, *, required: bool = False) -> str:
+def _text_field(raw: dict, name: str, max_length: int, err: dict, *, required: bool = False,
+                trim: bool = True) -> str:
     if name not in raw:
         if required:
             err[name] = ["This field is required."]
@@ -250,7 +251,12 @@ def _text_field(raw: dict, name: str, max_length: int, err: dict, *, required: b
         value = str(value)  # as DRF's CharField
     if not isinstance(value, str):
         err[name] = ["Not a valid string."]
-    elif len(value) > max_length:
+        return ""
+    if trim:
+        # As weave-session's CharFields (trim_whitespace): the same body must store the same
+        # session key and event id on both paths, or a retry through the other one writes twice.
+        value = value.strip()
+    if len(value) > max_length:
         err[name] = [f"Ensure this field has no more than {max_length} characters."]
     elif unstorable_text(value):
         err[name] = ["NUL characters and unpaired surrogates are not allowed."]
@@ -268,7 +274,7 @@ def _bulk_turn(raw) -> tuple[services.TurnIn | None, dict]:
     if not isinstance(raw, dict):
         return None, {"non_field_errors": ["Expected an object."]}
     err: dict = {k: ["Unknown field."] for k in raw if k not in _TURN_FIELDS}
-    text = _text_field(raw, "text", services.MAX_TEXT_CHARS, err, required=True)
+    text = _text_field(raw, "text", services.MAX_TEXT_CHARS, err, required=True, trim=False)
     if "text" not in err and not text.strip():
         err["text"] = ["Empty text."]
     speaker = _text_field(raw, "speaker", 200, err)

@@ -74,3 +74,17 @@ def test_a_concurrent_write_of_the_same_event_id_is_not_a_500(world, client_for,
     assert r.status_code == 201, r.content
     assert Node.objects.filter(event_id="e1").count() == 1
     assert r.json()["event_ids"]["e1"] == Node.objects.get(event_id="e1").id
+
+
+def test_bulk_trims_keys_as_weave_session_does(world, client_for):
+    """The same body through weave-session and then bulk (a retry by the other path) writes once."""
+    c = client_for(world["a"].key)
+    body = {"session_key": " s ", "turns": [{"text": "We booked the Lisbon offsite.", "event_id": " e1 ",
+                                             "speaker": " Ana "}]}
+    first = c.post("/api/v1/memories/weave-session", body, format="json").json()
+    r = c.post("/api/v1/memories/bulk", [body], format="json")
+    assert r.status_code == 201, r.content
+    assert r.json()["created"] == 0 and r.json()["node_ids"] == first["node_ids"]
+    assert Node.objects.get().session_key == "s" and MemorySession.objects.get().key == "s"
+    r = c.post("/api/v1/memories/bulk", [{"session_key": "   ", "turns": [{"text": "x"}]}], format="json")
+    assert r.status_code == 400 and "session_key" in r.json()["error"]["fields"]["sessions"]["0"]
