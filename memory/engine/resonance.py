@@ -543,7 +543,9 @@ def _diversify(index, cand, final, order, k, params):
     per_sess: dict[int, int] = {}
     rest = list(pool)
     while rest and len(taken) < k:
-        best, best_v = None, -np.inf
+        # Seeded with the first left (in rank order): a NaN score (non-finite tension in blend mode)
+        # never beats -inf, and with None here such a candidate crashed the query.
+        best, best_v = rest[0], -np.inf
         for i in rest:
             v = final[i]
             if params.div_adj < 1.0 and nbrs[i] & taken_locs:

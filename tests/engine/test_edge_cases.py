@@ -41,3 +41,12 @@ def test_huge_edge_weight_ranks_neighbour_above_weak_one() -> None:
     for r in resonate(idx, query_text="alpha", allowed=idx.visibility_mask(owner_keys=[1]),
                       params=ResonateParams(depth=1), now_days=10.0).hits:
         assert np.isfinite(r.score)
+
+
+def test_diversify_survives_a_nan_score() -> None:
+    # A non-finite t0 (bad row) gives a NaN blend score; the greedy diversifier never picked it
+    # and crashed with "list.remove(x): x not in list".
+    idx = TenantIndex(4)
+    idx.upsert_nodes([_rec(1, "alpha beta", t0=float("inf")), _rec(2, "alpha gamma"), _rec(3, "alpha delta")])
+    got = _hits(idx, qvec=np.ones(4), final="blend", div_adj=0.5, k=3)
+    assert sorted(got) == [1, 2, 3] and got[:2] == [2, 3]
