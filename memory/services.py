@@ -73,11 +73,13 @@ def _owner_fields(actor: Actor) -> dict:
 
 
 def _check_scope(actor: Actor, visibility: str, team: Team | None) -> Team | None:
-    if visibility == Visibility.TEAM:
-        if team is None:
-            if actor.agent is not None and actor.agent.team_id:
-                return actor.agent.team
-            raise ValidationError({"team_id": ["Team visibility needs a team."]})
+    if visibility == Visibility.TEAM and team is None:
+        if actor.agent is not None and actor.agent.team_id:
+            return actor.agent.team
+        raise ValidationError({"team_id": ["Team visibility needs a team."]})
+    # Whatever the visibility: a node's team gives that team's admins write rights over it
+    # (assets.access._writable), so a writer may only name a team of its own.
+    if team is not None:
         if actor.agent is not None:
             if team.id != actor.agent.team_id:
                 raise ValidationError({"team_id": ["An agent writes only to its own team."]})
