@@ -80,6 +80,12 @@ def _check_create_scope(actor: Actor, visibility: str, team: Team | None) -> Non
     elif visibility == Visibility.ORG:
         if not actor.is_org_admin:
             raise ValidationError({"visibility": ["Create a private asset and promote it to the org."]})
+    # Any other visibility: the team still gives its admins write rights (and rides along a later
+    # promotion), so a creator may only name a team of its own.
+    if team is not None and visibility != Visibility.TEAM and not actor.is_org_admin:
+        own = actor.agent.team_id == team.id if actor.agent is not None else team.id in actor.team_ids
+        if not own:
+            raise ValidationError({"team_id": ["You are not a member of this team."]})
 
 
 def _version_row(asset: Asset, actor: Actor) -> AssetVersion:
