@@ -93,12 +93,51 @@ def heuristic_fact(text: str, speaker: str, occurred_at: datetime | None) -> str
 # conflicts: negation flip, or a different number / date / place for the same statement
 
 _NEG = {"not", "no", "never", "don't", "doesn't", "didn't", "isn't", "aren't", "wasn't", "weren't", "won't",
-        "can't", "cannot", "haven't", "hasn't", "nothing", "nobody", "neither", "nor"}
+        "can't", "cannot", "haven't", "hasn't", "nothing", "nobody", "neither", "nor",
+        # chat spelling without the apostrophe: "I dont eat meat" denies "I eat meat" all the same
+        "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "werent", "wont", "cant", "havent", "hasnt"}
 _DROP = {"a", "an", "the", "really", "very", "so", "just", "actually", "also", "anymore", "any", "longer",
          "at", "all", "still", "do", "does", "did", "to"}
 _NUM = re.compile(r"^\d+(?:[.,:]\d+)*(?:am|pm|st|nd|rd|th|k|%)?$")
-_NUM_WORDS = {"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-              "twelve", "twenty", "thirty", "forty", "fifty", "hundred"}
+# Number words as digits: "two kids" and "2 kids" are the same statement, not a different number.
+_UNITS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
+_NUM_WORDS = {**_UNITS, "ten": 10, "eleven": 11, "twelve": 12, "twenty": 20, "thirty": 30, "forty": 40,
+              "fifty": 50, "hundred": 100}
+# Contractions whose stem is not the verb ("can't" → "ca not" would make "ca" differ from "can").
+_CONTRACTIONS = ((r"\bcan'?t\b|\bcannot\b", "can not"), (r"\bwon'?t\b", "will not"),
+                 (r"\bshan'?t\b", "shall not"), (r"\bain'?t\b", "is not"))
+# Forms of one verb: a heuristic fact says "Alice eats" / "Alice doesn't eat" / "Alice has".
+_LEMMA = {"is": "be", "am": "be", "are": "be", "has": "have", "does": "do", "goes": "go"}
+
+
+def _lemma(tok: str) -> str:
+    """A crude singular / base form, so "eats" and "eat" (or "cats" and "cat") count as one word."""
+    if tok in _LEMMA:
+        return _LEMMA[tok]
+    if len(tok) > 4 and tok.endswith("ies"):
+        return tok[:-3] + "y"
+    if len(tok) > 3 and re.search(r"(sh|ch|x|z)es$", tok):
+        return tok[:-2]
+    if len(tok) > 3 and tok.endswith("s") and not tok.endswith(("ss", "us", "is")):
+        return tok[:-1]
+    return tok
+
+
+def _numbers(toks: list[str]) -> set[str]:
+    out: set[str] = set()
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        if t in _NUM_WORDS:
+            n = _NUM_WORDS[t]
+            if n >= 20 and i + 1 < len(toks) and toks[i + 1] in _UNITS:  # "twenty five" is 25
+                n += _UNITS[toks[i + 1]]
+                i += 1
+            out.add(str(n))
+        elif _NUM.match(t):
+            out.add(t)
+        i += 1
+    return out
 
 
 @dataclass(frozen=True)
@@ -110,24 +149,66 @@ class Statement:
 
 
 def statement(text: str, entities: list[str] | tuple[str, ...] = ()) -> Statement:
-    low = re.sub(r"n't\b", " not", text.lower().replace("’", "'"))
-    low = re.sub(r"\b(can) not\b", "cannot", low)
+    low = text.lower().replace("’", "'")
+    for pat, rep in _CONTRACTIONS:
+        low = re.sub(pat, rep, low)
+    low = re.sub(r"n't\b", " not", low)
     toks = re.findall(r"[a-z0-9][a-z0-9.,:%']*[a-z0-9%]|[a-z0-9]", low)
     ent_toks = {t.lower() for e in entities for t in e.split()}
     neg = sum(1 for t in toks if t in _NEG or t == "not") % 2 == 1
-    numbers = frozenset(t for t in toks if _NUM.match(t) or t in _NUM_WORDS) | frozenset(
-        m for m in MONTH_NAMES if m.lower() in toks)
+    months = {m.lower() for m in MONTH_NAMES}
+    numbers = frozenset(_numbers(toks)) | frozenset(m for m in months if m in toks)
     places = frozenset(t for t in toks if t in ent_toks) - numbers
-    core = frozenset(t for t in toks if t not in _NEG and t != "not" and t not in _DROP and t not in numbers
-                     and t not in places and t.lower() not in {m.lower() for m in MONTH_NAMES})
+    core = frozenset(_lemma(t) for t in toks if t not in _NEG and t != "not" and t not in _DROP
+                     and t not in numbers and t not in _NUM_WORDS and t not in places and t not in months)
     return Statement(negated=neg, core=core, numbers=numbers, places=places)
+
+
+def _differ(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Both sides name something the other does not. One being a subset of the other is a more (or
+    less) detailed statement — "in 2020" vs "in May 2020", "Berlin" vs "Berlin, Germany" — not a
+    contradiction."""
+    return bool(a - b) and bool(b - a)
+
+
+# "I live in Berlin" vs "I moved away from Berlin": a plain contradiction with no shared wording.
+_STAY = re.compile(r"\b(?:live|lives|living|reside|resides|residing|based|work|works|working|stay|stays|staying)"
+                   r"\s+(?:in|at|for|near)\s+(?:the\s+)?([a-z0-9][\w'-]*)")
+_LEAVE = re.compile(r"\b(?:left|leave|leaves|leaving|quit|quits|quitting|"
+                    r"(?:moved|move|moves|moving|relocated)\s+(?:away\s+|out\s+)?(?:from|of))"
+                    r"\s+(?:the\s+)?([a-z0-9][\w'-]*)")
+
+
+def _left_place(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
+    if a.negated or b.negated:
+        return None
+    for x, y in ((a_text, b_text), (b_text, a_text)):
+        stays = {m.group(1) for m in _STAY.finditer(x.lower())} & (a.places | b.places)
+        left = {m.group(1) for m in _LEAVE.finditer(y.lower())}
+        if stays & left:
+            return sorted(stays & left)[0]
+    return None
 
 
 def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> str | None:
     """Why two statements of the same subject contradict, or None."""
     a, b = statement(a_text, a_entities), statement(b_text, b_entities)
+    left = _left_place(a_text, b_text, a, b)
+    if left:
+        return f"different place or name for the same statement: lives or works in {left} vs left {left}"
     if len(a.core | b.core) < 2:
         return None
+    overlap = len(a.core & b.core) / len(a.core | b.core)
+    if a.negated != b.negated and overlap >= 0.8 and a.numbers == b.numbers and a.places == b.places:
+        return "negation flip: one statement denies the other"
+    if a.negated == b.negated and overlap >= 0.75:
+        if a.numbers and b.numbers and _differ(a.numbers, b.numbers) and a.places == b.places:
+            return (f"different number or date for the same statement: "
+                    f"{', '.join(sorted(a.numbers))} vs {', '.join(sorted(b.numbers))}")
+        if a.places and b.places and _differ(a.places, b.places) and a.numbers == b.numbers:
+            return (f"different place or name for the same statement: "
+                    f"{', '.join(sorted(a.places))} vs {', '.join(sorted(b.places))}")
+    return None
     overlap = len(a.core & b.core) / len(a.core | b.core)
     if a.negated != b.negated and overlap >= 0.8 and a.numbers == b.numbers and a.places == b.places:
         return "negation flip: one statement denies the other"
