@@ -6,6 +6,7 @@ import secrets
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
+from django.http import Http404
 from django.utils import timezone
 from django.utils.text import slugify
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -158,8 +159,23 @@ def _user_for_new_email(email: str):
     return user
 
 
+def _lock_membership(membership: Membership) -> Membership:
+    """The membership as it is now, with the org's row locked for the rest of the transaction.
+
+    The API loads the membership before this transaction starts: its role may be stale (an admin
+    would "demote an admin" who an owner has just made an owner, passing the owners-only check).
+    And two owners demoting each other at once would each still see the other owner: locking the
+    org row serialises the role changes of one org, so the last-owner check sees committed rows."""
+    Organization.objects.select_for_update().filter(pk=membership.org_id).first()
+    fresh = Membership.objects.filter(pk=membership.pk).select_related("user").first()
+    if fresh is None:  # removed meanwhile
+        raise Http404
+    return fresh
+
+
 @transaction.atomic
 def member_set_role(*, actor: Actor, membership: Membership, role: str, request_id: str = "") -> Membership:
+    membership = _lock_membership(membership)
     _check_role_change(actor, old=membership.role, new=role)
     if membership.role == Role.OWNER and role != Role.OWNER:
         _ensure_other_owner(membership)
@@ -179,6 +195,7 @@ def _ensure_other_owner(membership: Membership) -> None:
 
 @transaction.atomic
 def member_remove(*, actor: Actor, membership: Membership, request_id: str = "") -> None:
+    membership = _lock_membership(membership)
     _check_role_change(actor, old=membership.role, new=Role.MEMBER)
     if membership.role == Role.OWNER:
         _ensure_other_owner(membership)
@@ -204,25 +221,43 @@ def agent_create(*, actor: Actor, name: str, team: Team | None = None, descripti
 @transaction.atomic
 def agent_update(*, actor: Actor, agent: Agent, data: dict, request_id: str = "") -> Agent:
     changed = {}
+    was_active = agent.is_active
     for field in ("name", "description", "team", "is_active"):
         if field in data:
             setattr(agent, field, data[field])
             changed[field] = data[field].id if isinstance(data[field], Team) else data[field]
     if "name" in data and Agent.objects.filter(org=actor.org, name=agent.name).exclude(pk=agent.pk).exists():
         raise ValidationError({"name": ["An agent with this name exists."]})
-    agent.save()
+    try:
+        with transaction.atomic():
+            agent.save()
+    except IntegrityError:  # the same name taken concurrently, between the check and the save
+        raise ValidationError({"name": ["An agent with this name exists."]}) from None
+    if was_active and not agent.is_active:
+        # Deactivating by PATCH is deactivating: its keys are revoked as DELETE revokes them.
+        # Otherwise a later reactivation would bring every old key (perhaps the leaked one the
+        # agent was switched off for) back to life.
+        changed["revoked_keys"] = _revoke_agent_keys(agent)
     audit.record(actor=actor, action="agent.update", object_type="agent", object_id=agent.id,
                  detail=changed, request_id=request_id)
     return agent
+
+
+def _revoke_agent_keys(agent: Agent) -> list[str]:
+    """Revokes the agent's live keys; returns their prefixes for the audit entry."""
+    live = ApiKey.objects.filter(org_id=agent.org_id, agent=agent, revoked_at__isnull=True)
+    prefixes = sorted(live.values_list("prefix", flat=True))
+    live.update(revoked_at=timezone.now())
+    return prefixes
 
 
 @transaction.atomic
 def agent_deactivate(*, actor: Actor, agent: Agent, request_id: str = "") -> Agent:
     agent.is_active = False
     agent.save(update_fields=["is_active"])
-    ApiKey.objects.filter(org=actor.org, agent=agent, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    revoked = _revoke_agent_keys(agent)
     audit.record(actor=actor, action="agent.deactivate", object_type="agent", object_id=agent.id,
-                 request_id=request_id)
+                 detail={"revoked_keys": revoked}, request_id=request_id)
     return agent
 
 
