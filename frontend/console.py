@@ -35,6 +35,20 @@ def console_actor(request) -> Actor | None:
     return actor_for_user(request.user, org) if org is not None else None
 
 
+# The largest id a bigint primary key holds: a longer run of digits names no row.
+MAX_ID = 2**63 - 1
+
+
+def parse_id(value) -> int | None:
+    """A positive id typed or posted as text, else None. ASCII digits only: ``str.isdigit`` also
+    accepts characters such as "²" that ``int`` cannot parse (a ValueError, a 500)."""
+    text = str(value).strip() if value is not None else ""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    n = int(text)
+    return n if 0 < n <= MAX_ID else None
+
+
 def is_htmx(request) -> bool:
     return request.headers.get("HX-Request") == "true"
 

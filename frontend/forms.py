@@ -13,6 +13,7 @@ from memory.engine.types import MAX_K
 from memory.models import NodeKind, Visibility
 from teams.models import Role, Scope, TeamRole
 
+from .console import parse_id
 from .selectors import MAX_PAGE_SIZE, PAGE_SIZE, AssetFilters, NodeFilters
 
 
@@ -167,11 +168,13 @@ class NodeIdsField(forms.CharField):
     def to_python(self, value) -> list[int]:
         text = super().to_python(value)
         parts = [p for p in text.replace(",", " ").split() if p]
-        if not all(p.isdigit() and int(p) > 0 for p in parts):
+        # parse_id, not str.isdigit: "²" is a digit to isdigit but not to int (a 500 before).
+        ids = [parse_id(p) for p in parts]
+        if any(i is None for i in ids):
             raise forms.ValidationError(_("Memory ids are positive whole numbers."))
-        if len(parts) > 1000:
+        if len(ids) > 1000:
             raise forms.ValidationError(_("At most 1,000 memories."))
-        return [int(p) for p in parts]
+        return ids
 
 
 class AssetCreateForm(forms.Form):

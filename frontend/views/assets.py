@@ -25,7 +25,7 @@ from teams import access as team_access
 from teams.selectors import team_list
 
 from .. import diffs, selectors
-from ..console import console_view, error_text, is_htmx, request_id
+from ..console import console_view, error_text, is_htmx, parse_id, request_id
 from ..forms import (
     AssetCreateForm,
     AssetEditForm,
@@ -236,7 +236,7 @@ def _asset_post(request, asset_id: int):
 
 
 def _int(value) -> int | None:
-    return int(value) if value and str(value).isdigit() else None
+    return parse_id(value)
 
 
 # --- access list ----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from nylon_project import health
 
 from .. import charts, selectors
-from ..console import console_view, user_orgs
+from ..console import console_view, parse_id, user_orgs
 
 
 def querystring(request, **changes) -> str:
@@ -123,10 +123,7 @@ def health_panel(request):
 @console_view
 def feed_nodes(request):
     """Live feed rows for the node ids of a ``memory.woven`` event: only those the actor may see."""
-    ids = []
-    for part in request.GET.get("ids", "").split(","):
-        if part.strip().isdigit():
-            ids.append(int(part))
+    ids = [i for i in (parse_id(part) for part in request.GET.get("ids", "").split(",")) if i is not None]
     nodes = selectors.nodes_by_ids(actor=request.actor, ids=ids[:50]) if ids else []
     if request.GET.get("as") == "rows":  # for the memory browser's table
         if not nodes:

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from reflection import conflicts as conflict_service
 from reflection.models import Conflict
 
-from ..console import console_view, request_id
+from ..console import console_view, parse_id, request_id
 from .base import page
 
 
@@ -39,7 +39,7 @@ def conflict_resolve(request, conflict_id: int):
         messages.error(request, _("Unknown action."))
         return redirect("frontend:conflicts")
     keep = request.POST.get("keep")
-    keep_id = int(keep) if keep and keep.isdigit() else None
+    keep_id = parse_id(keep)
     conflict_service.resolve(actor=request.actor, conflict=conflict, action=action, keep_id=keep_id,
                              request_id=request_id(request))
     messages.success(request, _("Conflict %(id)s resolved: %(action)s.") % {"id": conflict.id, "action": action})
