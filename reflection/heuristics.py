@@ -14,7 +14,28 @@ from memory.engine.text import MONTH_NAMES, resolve_times
 # --------------------------------------------------------------------------------------------
 # abstraction: one fact per turn that states a first-person event or decision
 
-_SENT = re.compile(r"[^.!?\n]+[.!?]*")
+# A sentence ends at . ! ? followed by a space or the end, so "2.5 kg" does not cut it short ("Alice
+# bought 2." was a fact); nor does the dot of a single capital ("U.S.", "J. Smith") or a title.
+_END = re.compile(r"[.!?]+(?=\s|$)|\n")
+_NO_END = re.compile(r"(?:\b[A-Z]|\b(?:Dr|Mr|Ms|Mrs|Prof|St|Jr|Sr|vs|etc|e\.g|i\.e))\.$")
+
+
+def _sentences(text: str) -> list[str]:
+    out, start = [], 0
+    for m in _END.finditer(text):
+        if m.group(0) == "." and _NO_END.search(text[start:m.end()]):
+            continue
+        out.append(text[start:m.end()])
+        start = m.end()
+    out.append(text[start:])
+    return [s.strip() for s in out if s.strip()]
+
+
+# Spoken questions often come without a "?": "Should I quit my job" is no fact.
+_AUX = ("do|does|did|am|is|are|was|were|can|could|should|would|will|shall|may|might|must|have|has|had|"
+        "don't|doesn't|didn't|can't|won't|shouldn't")
+_QUESTION = re.compile(rf"^(?:(?:{_AUX})\s+(?:i|you|we|he|she|they|it|there)\b|"
+                       rf"(?:what|why|how|when|where|who|which)\s+(?:{_AUX})\b)", re.I)
 _FIRST = re.compile(r"\b(I|I'm|I've|I'll|I'd|we|we're|we've|we'll)\b", re.I)
 _DECISION = re.compile(r"\b(decided|decide|agreed|agree|will|plan|planning|going to|booked|bought|chose|"
                        r"switched|moved|started|finished|joined|quit|signed|adopted|visited|went|got|"
@@ -28,7 +49,17 @@ _PAST = {"went", "got", "saw", "made", "took", "bought", "had", "was", "did", "c
          "spent", "taught", "won", "wore", "heard", "kept", "read", "swam", "sang", "slept", "spoke", "stood",
          "understood", "caught", "fought", "held", "hurt", "let", "set", "cut", "quit", "gotten"}
 _IRREGULAR = {"am": "is", "have": "has", "do": "does", "don't": "doesn't", "go": "goes", "was": "was",
-              "haven't": "hasn't", "'m": "is", "'ve": "has"}
+              "haven't": "hasn't", "'m": "is", "'ve": "has", "dont": "doesn't", "havent": "hasn't"}
+# Adverbs between "I" and its verb: "I really like it" → "Alice really likes it".
+_ADVERBS = ("really|also|just|still|often|usually|always|never|sometimes|actually|finally|already|"
+            "recently|rarely|mostly|totally|absolutely|definitely|truly|only|even|generally|normally|"
+            "seriously|honestly|mainly|kind of|sort of")
+# The pronoun "I": not a letter of "A.I.", "I-95" or "iPhone"; not the numeral of "Type I", "World War I".
+_I = r"(?<![\w.\-])(?<!\b[Tt]ype )(?<!\b[Ss]tage )(?<!\bPart )(?<!\bPhase )(?<!\bWar )(?<!\bGrade )I(?![\w\-]|\.\w)"
+# Quoted speech keeps its own "my" / "I": in 'She said "my car is red"' the car is hers.
+_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
+# Interjections and titles: "Oh my God" and "I love My Chemical Romance" are nobody's possessions.
+_MY_KEEP = re.compile(r"(?i:\bmy\s+(?:god|gosh|goodness|lord)\b)|(?<=[a-z,] )My\s+[A-Z]")
 
 
 def _third_person(verb: str) -> str:
@@ -46,18 +77,41 @@ def _third_person(verb: str) -> str:
 
 def rewrite_first_person(sentence: str, speaker: str) -> str:
     """Coreference of I/me/my → the speaker, with the verb after "I" put in the third person."""
+    parts: list[str] = []
+    last = 0
+    for q in _QUOTED.finditer(sentence):  # quoted speech is someone's words, left as written
+        parts.append(_rewrite(sentence[last:q.start()], speaker))
+        parts.append(q.group(0))
+        last = q.end()
+    parts.append(_rewrite(sentence[last:], speaker))
+    return "".join(parts).strip()
+
+
+def _rewrite(text: str, speaker: str) -> str:
     s = speaker or "The speaker"
-    out = re.sub(r"\bI'm\b", f"{s} is", sentence)
-    out = re.sub(r"\bI've\b", f"{s} has", out)
-    out = re.sub(r"\bI'll\b", f"{s} will", out)
-    out = re.sub(r"\bI'd\b", f"{s} would", out)
-    out = re.sub(r"\bI (\w+(?:'t)?)", lambda m: f"{s} {_third_person(m.group(1))}", out)
-    out = re.sub(r"\bI\b", s, out)
-    out = re.sub(r"\b[Mm]y\b", f"{s}'s", out)
+    out = re.sub(rf"{_I}'m\b", f"{s} is", text)
+    out = re.sub(rf"{_I}'ve\b", f"{s} has", out)
+    out = re.sub(rf"{_I}'ll\b", f"{s} will", out)
+    out = re.sub(rf"{_I}'d\b", f"{s} would", out)
+    out = re.sub(rf"{_I} ((?:(?:{_ADVERBS}) )?)([A-Za-z]+(?:'t)?)\b",
+                 lambda m: f"{s} {m.group(1)}{_third_person(m.group(2))}", out)
+    out = re.sub(_I, s, out)
+    out = _sub_outside(_MY_KEEP, r"\b[Mm]y\b", f"{s}'s", out)
     out = re.sub(r"\b(me|myself)\b", s, out)
     out = re.sub(r"\b[Ww]e\b", f"{s} and others", out)
     out = re.sub(r"\b[Oo]ur\b", f"{s}'s group's", out)
-    return out.strip()
+    return out
+
+
+def _sub_outside(keep: re.Pattern[str], pattern: str, repl: str, text: str) -> str:
+    """re.sub of pattern everywhere except inside the spans matched by keep."""
+    parts, last = [], 0
+    for k in keep.finditer(text):
+        parts.append(re.sub(pattern, repl, text[last:k.start()]))
+        parts.append(k.group(0))
+        last = k.end()
+    parts.append(re.sub(pattern, repl, text[last:]))
+    return "".join(parts)
 
 
 def _when(sentence: str, occurred_at: datetime | None) -> str:
@@ -78,11 +132,12 @@ def _when(sentence: str, occurred_at: datetime | None) -> str:
 
 def heuristic_fact(text: str, speaker: str, occurred_at: datetime | None) -> str | None:
     """The first sentence stating a first-person event or decision, rewritten as a fact."""
-    for m in _SENT.finditer(text):
-        sentence = m.group(0).strip()
-        if not sentence or sentence.endswith("?") or len(sentence.split()) < 3:
+    for sentence in _sentences(text):
+        if not sentence or sentence.endswith("?") or len(sentence.split()) < 3 or _QUESTION.match(sentence):
             continue
-        if not _FIRST.search(sentence) or not _DECISION.search(sentence):
+        # Only what the speaker says counts: first person inside quoted speech is someone else.
+        unquoted = _QUOTED.sub(" ", sentence)
+        if not _FIRST.search(unquoted) or not _DECISION.search(sentence):
             continue
         fact = rewrite_first_person(sentence.rstrip(".!"), speaker)
         return fact + _when(sentence, occurred_at) + "."
