@@ -211,8 +211,12 @@ def agent_create(*, actor: Actor, name: str, team: Team | None = None, descripti
     require_org_admin(actor, action="agent creation")
     if Agent.objects.filter(org=actor.org, name=name).exists():
         raise ValidationError({"name": ["An agent with this name exists."]})
-    agent = Agent.objects.create(org=actor.org, name=name, team=team, description=description,
-                                 created_by=actor.user)
+    try:
+        with transaction.atomic():
+            agent = Agent.objects.create(org=actor.org, name=name, team=team, description=description,
+                                         created_by=actor.user)
+    except IntegrityError:  # the same name taken concurrently, between the check and the insert
+        raise ValidationError({"name": ["An agent with this name exists."]}) from None
     audit.record(actor=actor, action="agent.create", object_type="agent", object_id=agent.id,
                  detail={"name": name, "team": team.id if team else None}, request_id=request_id)
     return agent
