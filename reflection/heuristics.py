@@ -114,11 +114,19 @@ def _sub_outside(keep: re.Pattern[str], pattern: str, repl: str, text: str) -> s
     return "".join(parts)
 
 
+_RECURRING = re.compile(r"\b(?:every|each)\s+(?:other\s+)?(?:day|week|month|year|morning|evening|night|weekend|"
+                        r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|summer|winter|spring|fall|autumn)\b|\b(?:mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|"
+                        r"sundays|weekends|weekly|daily|monthly|yearly)\b", re.I)
+
+
 def _when(sentence: str, occurred_at: datetime | None) -> str:
     if occurred_at is None:
         return ""
     mentions = resolve_times(sentence, occurred_at)
-    if not mentions:
+    # One date for the whole fact only when the sentence names one time: "visited Rome on Monday
+    # and will visit Paris on Friday" has two, and either date would be wrong for the other half;
+    # a habit ("every Monday", "on Mondays") happens on no single date.
+    if len({(t.start, t.end) for t in mentions}) != 1 or _RECURRING.search(sentence):
         return ""
     t = mentions[0]
     if t.granularity == "day":
