@@ -63,6 +63,11 @@ def error_text(detail) -> str:
     return str(detail)
 
 
+def form_error_text(form) -> str:
+    """A bound form's errors as one line ("field: message")."""
+    return error_text({k: [str(e) for e in v] for k, v in form.errors.items()})
+
+
 def add_form_errors(form, detail) -> None:
     """Puts a service's ValidationError detail on the form: a field's errors on that field when
     the form has it, anything else as a form-wide error (the view re-renders the form)."""
@@ -85,6 +90,8 @@ def console_view(fn):
             return redirect_to_login(request.get_full_path())
         actor = console_actor(request)
         if actor is None:
+            if is_htmx(request):
+                return htmx_error(request, _("You are not a member of any organisation."), status=403)
             return render(request, "frontend/no_org.html", status=403)
         request.actor = actor
         request.org = actor.org
@@ -94,14 +101,28 @@ def console_view(fn):
             raise Http404 from None
         except drf.PermissionDenied as exc:
             _audit_denial(request, fn.__name__, exc, kwargs)
+            if is_htmx(request):
+                return htmx_error(request, str(exc.detail), status=403)
             return render(request, "frontend/forbidden.html", {"message": str(exc.detail)}, status=403)
         except (drf.ValidationError, Conflict) as exc:
+            if is_htmx(request):
+                # htmx follows a redirect inside the XHR and would swap the whole page it lands on
+                # into the fragment's target; the fragment gets the error line instead.
+                return htmx_error(request, error_text(exc.detail),
+                                  status=409 if isinstance(exc, Conflict) else 400)
             # Services validate too (the last line of defence), and a stale expected_version is a
             # conflict: show it on the page it came from (console pages POST to their own URL).
             messages.error(request, error_text(exc.detail))
             return redirect(request.get_full_path())
 
     return wrapper
+
+
+def htmx_error(request, message: str, *, status: int):
+    """The error fragment for an htmx request. The console's htmx config swaps 400 and 403 into
+    the target (base.html ``responseHandling``), so a full page there (forbidden.html, a page with
+    its own <html> and shell) would be nested inside the drawer or the list."""
+    return render(request, "frontend/partials/error.html", {"message": message}, status=status)
 
 
 def _audit_denial(request, view_name: str, exc, kwargs: dict) -> None:

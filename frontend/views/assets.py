@@ -25,7 +25,7 @@ from teams import access as team_access
 from teams.selectors import team_list
 
 from .. import diffs, selectors
-from ..console import console_view, error_text, is_htmx, parse_id, request_id
+from ..console import console_view, error_text, form_error_text, htmx_error, is_htmx, parse_id, request_id
 from ..forms import (
     AssetCreateForm,
     AssetEditForm,
@@ -64,6 +64,8 @@ def assets(request):
     form = AssetFilterForm(request.GET or None, teams=teams_)
     ctx = {"form": form, "create_form": create_form, "nav": "assets", "page": None}
     if form.is_bound and not form.is_valid():
+        if is_htmx(request) and request.GET.get("partial") == "rows":  # a fragment, not a page in the list
+            return htmx_error(request, form_error_text(form), status=400)
         return page(request, "frontend/assets.html", ctx, status=400)
     if not form.is_bound:
         form.is_valid()  # an unbound form has no cleaned_data; use the defaults

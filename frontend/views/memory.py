@@ -18,7 +18,7 @@ from memory.engine.types import NodeKind as EngineNodeKind
 from teams.selectors import team_list
 
 from .. import charts, selectors
-from ..console import console_view, is_htmx, request_id
+from ..console import console_view, form_error_text, htmx_error, is_htmx, request_id
 from ..forms import NodeFilterForm, ResonateForm
 from .base import next_page_qs, page
 
@@ -34,6 +34,8 @@ def _filter_form(request) -> NodeFilterForm:
 def memory_browser(request):
     form = _filter_form(request)
     if form.is_bound and not form.is_valid():
+        if is_htmx(request) and request.GET.get("partial") == "rows":  # a fragment, not a page in the list
+            return htmx_error(request, form_error_text(form), status=400)
         return page(request, "frontend/memories.html", {"form": form, "page": None, "nav": "memories"}, status=400)
     if not form.is_bound:
         form.is_valid()  # an unbound form has no cleaned_data; use the defaults
