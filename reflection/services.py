@@ -238,9 +238,15 @@ def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: s
             MemorySession.objects.filter(pk=session.pk).update(abstraction_status=MemorySession.Status.DONE,
                                                                abstraction_error="")
         return {"status": "done", "facts": 0, "noop": True}  # another delivery got here first
+    # A delivery that read fewer leaves may have written first (a redelivery racing the original,
+    # each reading the session before the other's commit): the drafts it covered are written
+    # already, and writing them again under this upto's event ids would duplicate those facts.
+    # Re-checked here, under the lock; the original index keeps each event id stable.
+    done = work.abstracted_upto
+    todo = [(i, d) for i, d in enumerate(drafts) if max(n.seq for n in d.sources) > done]
     now = timezone.now()
     facts: list[Node] = []
-    for i, d in enumerate(drafts):
+    for i, d in todo:
         vis, team_id = d.scope()
         occurred = max(n.occurred_at for n in d.sources)
         silks = weave_silks(d.text, occurred_at=occurred)
@@ -260,7 +266,7 @@ def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: s
     Node.objects.bulk_create(facts)
     Edge.objects.bulk_create(
         [Edge(org_id=session.org_id, src_id=leaf.id, dst_id=f.id, kind=EdgeKind.DERIVED,
-              weight=EDGE_WEIGHTS["derived"]) for f, d in zip(facts, drafts, strict=True) for leaf in d.sources],
+              weight=EDGE_WEIGHTS["derived"]) for f, (_, d) in zip(facts, todo, strict=True) for leaf in d.sources],
         ignore_conflicts=True,
     )
     session.abstraction_status = MemorySession.Status.DONE
@@ -292,7 +298,7 @@ def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: s
     if dropped:
         result["dropped"] = dropped
     if note:
-        result["fallback"] = sum(1 for d in drafts if d.source == SourceKind.HEURISTIC)
+        result["fallback"] = sum(1 for _, d in todo if d.source == SourceKind.HEURISTIC)
     return result
 
 
