@@ -15,6 +15,7 @@ from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 from rest_framework import exceptions as drf
 
@@ -78,7 +79,13 @@ def add_form_errors(form, detail) -> None:
         form.add_error(key if key in form.fields else None, error_text(value))
 
 
-def console_view(fn):
+def console_view(fn=None, *, back: str | None = None):
+    """``back``: the URL name (resolved with the view's URL kwargs it takes) a service error
+    redirects to. Needed by the POST-only action URLs: redirecting to the URL itself answered the
+    browser's GET with a 405 page and the error message never showed."""
+    if fn is None:
+        return lambda f: console_view(f, back=back)
+
     @wraps(fn)
     def wrapper(request, *args, **kwargs):
         if not request.user.is_authenticated or not request.user.is_active:
@@ -113,9 +120,17 @@ def console_view(fn):
             # Services validate too (the last line of defence), and a stale expected_version is a
             # conflict: show it on the page it came from (console pages POST to their own URL).
             messages.error(request, error_text(exc.detail))
-            return redirect(request.get_full_path())
+            return redirect(_back_url(back, kwargs) if back else request.get_full_path())
 
     return wrapper
+
+
+def _back_url(name: str, kwargs: dict) -> str:
+    """``reverse(name)`` with those of the view's URL kwargs that the target URL takes."""
+    try:
+        return reverse(name, kwargs=kwargs)
+    except NoReverseMatch:
+        return reverse(name)
 
 
 def htmx_error(request, message: str, *, status: int):

@@ -118,7 +118,7 @@ def members(request):
 
 
 @require_POST
-@console_view
+@console_view(back="frontend:members")
 def member_update(request, user_id: int):
     actor = request.actor
     membership = access.access_membership_by_user_id(actor, user_id, for_write=True)
@@ -187,7 +187,7 @@ def agent_detail(request, agent_id: int):
 
 
 @require_POST
-@console_view
+@console_view(back="frontend:agents")
 def key_revoke(request, key_id: int):
     key = access.access_key_by_id(request.actor, key_id, for_write=True)
     services.api_key_revoke(actor=request.actor, key=key, request_id=request_id(request))

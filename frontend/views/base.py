@@ -68,7 +68,7 @@ def home(request):
 
 
 @require_POST
-@console_view
+@console_view(back="frontend:dashboard")
 def org_switch(request):
     slug = request.POST.get("org", "")
     # Only an org the user belongs to can be chosen; any other slug does not exist for them.

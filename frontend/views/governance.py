@@ -29,7 +29,7 @@ def conflicts(request):
 
 
 @require_POST
-@console_view
+@console_view(back="frontend:conflicts")
 def conflict_resolve(request, conflict_id: int):
     conflict = conflict_service.visible_conflicts(actor=request.actor).filter(id=conflict_id).first()
     if conflict is None:

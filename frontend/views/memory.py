@@ -86,7 +86,7 @@ def node_drawer(request, node_id: int):
 
 
 @require_POST
-@console_view
+@console_view(back="frontend:node")
 def node_delete(request, node_id: int):
     actor = request.actor
     node = node_access.access_node(actor, node_id, for_write=True, request_id=request_id(request))
