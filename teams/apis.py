@@ -129,14 +129,17 @@ class TeamMemberListApi(Api):
         team = access.access_team_by_id(request.actor, team_id, for_write=False)
         return paginate(self, selectors.team_member_list(actor=request.actor, team=team), TeamMemberOutput)
 
-    @extend_schema(request=InputSerializer, responses={201: TeamMemberOutput})
+    @extend_schema(request=InputSerializer, responses={201: TeamMemberOutput, 200: TeamMemberOutput},
+                   description="Adds the user to the team (201), or sets the team role of an existing "
+                   "member (200).")
     def post(self, request, team_id: int):
         team = access.access_team_by_id(request.actor, team_id, for_write=True)
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
-        tm = services.team_member_set(actor=request.actor, team=team, request_id=self.request_id(),
-                                      **s.validated_data)
-        return Response(TeamMemberOutput(tm).data, status=status.HTTP_201_CREATED)
+        tm, created = services.team_member_put(actor=request.actor, team=team, request_id=self.request_id(),
+                                               **s.validated_data)
+        return Response(TeamMemberOutput(tm).data,
+                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 class TeamMemberDetailApi(Api):

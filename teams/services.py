@@ -57,7 +57,11 @@ def organization_update(*, actor: Actor, name: str, request_id: str = "") -> Org
 def team_create(*, actor: Actor, name: str, description: str = "", request_id: str = "") -> Team:
     require_org_admin(actor, action="team creation")
     slug = _unique_slug(name, lambda s: Team.objects.filter(org=actor.org, slug=s).exists())
-    team = Team.objects.create(org=actor.org, name=name, slug=slug, description=description)
+    try:
+        with transaction.atomic():
+            team = Team.objects.create(org=actor.org, name=name, slug=slug, description=description)
+    except IntegrityError:  # the same slug taken concurrently, between the check and the insert
+        raise ValidationError({"name": ["A team with this name (or one giving the same slug) exists."]}) from None
     audit.record(actor=actor, action="team.create", object_type="team", object_id=team.id,
                  detail={"name": name}, request_id=request_id)
     return team
@@ -65,6 +69,8 @@ def team_create(*, actor: Actor, name: str, description: str = "", request_id: s
 
 @transaction.atomic
 def team_update(*, actor: Actor, team: Team, data: dict, request_id: str = "") -> Team:
+    if not data:  # an empty PATCH changes nothing: no save, no audit entry
+        return team
     for field in ("name", "description"):
         if field in data:
             setattr(team, field, data[field])
@@ -85,25 +91,67 @@ def team_delete(*, actor: Actor, team: Team, request_id: str = "") -> None:
     team.delete()
 
 
+def _is_org_admin_user(org, user_id: int) -> bool:
+    role = Membership.objects.filter(org=org, user_id=user_id).values_list("role", flat=True).first()
+    return role is not None and ROLE_RANK.get(role, 0) >= ROLE_RANK[Role.ADMIN]
+
+
+def _check_team_change_of(actor: Actor, *, user_id: int, what: str) -> None:
+    """A team admin who is a plain org member may not remove an org owner/admin from the team or
+    change their team role: the team would otherwise lock out the people who run the org. Org
+    admins and owners keep full rights. The refusal rolls the transaction back and is audited as
+    a denial by the API's (and the console's) error handling."""
+    if actor.is_org_admin:
+        return
+    if _is_org_admin_user(actor.org, user_id):
+        raise PermissionDenied(f"Only organisation admins may {what} an organisation owner or admin in a team.")
+
+
+def _find_team_membership(*, team: Team, user_id: int) -> TeamMembership | None:
+    return TeamMembership.objects.select_for_update().filter(team=team, user_id=user_id).first()
+
+
 @transaction.atomic
-def team_member_set(*, actor: Actor, team: Team, user_id: int, role: str, request_id: str = "") -> TeamMembership:
+def team_member_put(*, actor: Actor, team: Team, user_id: int, role: str,
+                    request_id: str = "") -> tuple[TeamMembership, bool]:
+    """Adds the user to the team with this role, or sets the role of an existing member.
+    Returns the membership and whether it was created."""
     if not Membership.objects.filter(org=actor.org, user_id=user_id).exists():
         raise ValidationError({"user_id": ["Not a member of this organisation."]})
-    tm, _ = TeamMembership.objects.update_or_create(
-        team=team, user_id=user_id, defaults={"org": actor.org, "role": role}
-    )
+    tm = _find_team_membership(team=team, user_id=user_id)
+    created = False
+    if tm is None:
+        try:
+            with transaction.atomic():
+                tm = TeamMembership.objects.create(org=actor.org, team=team, user_id=user_id, role=role)
+            created = True
+        except IntegrityError:  # added concurrently, between the lookup and the insert
+            tm = TeamMembership.objects.select_for_update().get(team=team, user_id=user_id)
+    old_role = None if created else tm.role
+    if not created and old_role != role:
+        _check_team_change_of(actor, user_id=user_id, what="change the team role of")
+        tm.role = role
+        tm.save(update_fields=["role"])
     audit.record(actor=actor, action="team.member_set", object_type="team", object_id=team.id,
-                 detail={"user_id": user_id, "role": role}, request_id=request_id)
-    return tm
+                 detail={"user_id": user_id, "role": role, "old_role": old_role, "created": created},
+                 request_id=request_id)
+    return tm, created
+
+
+def team_member_set(*, actor: Actor, team: Team, user_id: int, role: str, request_id: str = "") -> TeamMembership:
+    return team_member_put(actor=actor, team=team, user_id=user_id, role=role, request_id=request_id)[0]
 
 
 @transaction.atomic
 def team_member_remove(*, actor: Actor, team: Team, user_id: int, request_id: str = "") -> bool:
-    deleted, _ = TeamMembership.objects.filter(org=actor.org, team=team, user_id=user_id).delete()
-    if deleted:
-        audit.record(actor=actor, action="team.member_remove", object_type="team", object_id=team.id,
-                     detail={"user_id": user_id}, request_id=request_id)
-    return bool(deleted)
+    tm = TeamMembership.objects.select_for_update().filter(org=actor.org, team=team, user_id=user_id).first()
+    if tm is None:
+        return False
+    _check_team_change_of(actor, user_id=user_id, what="remove")
+    tm.delete()
+    audit.record(actor=actor, action="team.member_remove", object_type="team", object_id=team.id,
+                 detail={"user_id": user_id}, request_id=request_id)
+    return True
 
 
 def _check_role_change(actor: Actor, *, old: str | None, new: str) -> None:
@@ -224,6 +272,8 @@ def agent_create(*, actor: Actor, name: str, team: Team | None = None, descripti
 
 @transaction.atomic
 def agent_update(*, actor: Actor, agent: Agent, data: dict, request_id: str = "") -> Agent:
+    if not data:  # an empty PATCH changes nothing: no save, no audit entry
+        return agent
     changed = {}
     was_active = agent.is_active
     for field in ("name", "description", "team", "is_active"):
@@ -257,9 +307,14 @@ def _revoke_agent_keys(agent: Agent) -> list[str]:
 
 @transaction.atomic
 def agent_deactivate(*, actor: Actor, agent: Agent, request_id: str = "") -> Agent:
-    agent.is_active = False
-    agent.save(update_fields=["is_active"])
+    agent = Agent.objects.select_for_update().get(pk=agent.pk)
+    was_active = agent.is_active
+    if was_active:
+        agent.is_active = False
+        agent.save(update_fields=["is_active"])
     revoked = _revoke_agent_keys(agent)
+    if not was_active and not revoked:  # already deactivated: nothing to do, nothing to record
+        return agent
     audit.record(actor=actor, action="agent.deactivate", object_type="agent", object_id=agent.id,
                  detail={"revoked_keys": revoked}, request_id=request_id)
     return agent
