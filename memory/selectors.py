@@ -18,7 +18,7 @@ from .engine import ResonateParams, ResonateResult, Scope, resonate
 from .engine.router import RoutePlan, route
 from .engine.tokenize import tokenize
 from .fallback import resonate_sql
-from .models import IngestBatch, Node, Visibility
+from .models import EMBEDDING_DIM, IngestBatch, Node, Visibility
 
 
 def visible_nodes(*, actor: Actor) -> QuerySet[Node]:
@@ -51,6 +51,12 @@ class ResonateOutcome:
     served_by: str = "engine"
 
 
+def _usable_vector(vec, dim: int) -> bool:
+    """What the engine searches with: ``dim`` finite values, not all zero."""
+    v = np.asarray(vec, dtype=np.float32).reshape(-1)
+    return v.size == dim and bool(np.all(np.isfinite(v))) and bool(v.any())
+
+
 def resonate_for(
     *,
     actor: Actor,
@@ -71,6 +77,8 @@ def resonate_for(
     if query_vec is None:
         query_vec = get_embedder().query(query)
     embed_ms = (time.perf_counter() - t_embed) * 1000
+    if query_vec is not None and not _usable_vector(query_vec, EMBEDDING_DIM if index is None else index.vectors.dim):
+        query_vec = None  # wrong dimension, non-finite or zero: lexical only, reported as degraded
     if index is None:
         result = resonate_sql(visible_nodes(actor=actor), query=query, query_vec=query_vec, params=params,
                               now_days=now_days())

@@ -16,7 +16,7 @@ import numpy as np
 from ._arrays import GrowArray
 from .bm25 import BM25Index
 from .graph import Graph
-from .tension import seed_until, tension
+from .tension import sanitize_tension_params, seed_until, tension
 from .text import has_time_expression
 from .tokenize import tokenize
 from .types import TENSION_THRESHOLD, NodeKind, NodeRecord, Scope
@@ -173,6 +173,9 @@ class TenantIndex:
                         vec_rows.append(v)
                 locals_out[i] = pos
         if records:
+            t0, lam = sanitize_tension_params(view["t0"][locals_out], view["lam"][locals_out])
+            view["t0"][locals_out] = t0
+            view["lam"][locals_out] = lam
             self._refresh_seed_until(locals_out)
         if vec_ids:
             self.vectors.add(np.asarray(vec_ids, dtype=np.int64), np.stack(vec_rows))

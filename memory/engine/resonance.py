@@ -211,7 +211,8 @@ def resonate(
     qvec = None
     if query_vec is not None:
         qvec = np.asarray(query_vec, dtype=np.float32).reshape(-1)
-        if not np.all(np.isfinite(qvec)) or not qvec.any():
+        # A vector of another dimension (another embedder) is treated as no vector: lexical only.
+        if qvec.size != index.vectors.dim or not np.all(np.isfinite(qvec)) or not qvec.any():
             qvec = None
     pool = None
     if qvec is not None and params.n_wvec > 0:
@@ -301,6 +302,11 @@ def resonate(
             final = final + params.w_ent / (params.rrf_k + 1) * _entity_match(index, cand, query_text)
     elif params.rerank and qvec is not None and params.w_rerank > 0 and cand.size:
         cos = index.vectors.cosine(cand, qvec)
+        # Scores are finite for sane tension inputs; guard the normalisation anyway so one
+        # non-finite score cannot turn every other into NaN or 0.
+        fin = np.isfinite(score)
+        cap = float(score[fin].max()) if fin.any() else 1.0
+        score = np.nan_to_num(score, nan=0.0, posinf=cap, neginf=0.0)
         top = score.max()
         base = score / top if top > 0 else score
         w = params.w_rerank

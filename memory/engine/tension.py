@@ -11,10 +11,29 @@ import numpy as np
 
 from .types import TENSION_THRESHOLD
 
-__all__ = ["tension", "frequency_boost", "seed_until", "TENSION_THRESHOLD"]
+__all__ = ["tension", "frequency_boost", "seed_until", "sanitize_tension_params", "TENSION_THRESHOLD"]
 
 _MENTION_CAP = 10
 _MENTION_GAIN = 0.1
+
+# Range of the stored tension parameters. Rows can carry anything a float column holds (an
+# import, a hand edit): NaN/inf would turn tension into NaN/inf and break ranking. Non-finite
+# values fall back to the model defaults (memory.models.Node), finite ones are clipped.
+DEFAULT_T0 = 1.0
+DEFAULT_LAM = 0.01
+MAX_T0 = 1e6
+MAX_LAM = 1e6
+
+
+def sanitize_tension_params(
+    t0: np.ndarray | float, lam: np.ndarray | float
+) -> tuple[np.ndarray, np.ndarray]:
+    """t0 in [0, MAX_T0], lam in [0, MAX_LAM]; non-finite -> DEFAULT_T0 / DEFAULT_LAM."""
+    t0 = np.asarray(t0, dtype=np.float64)
+    lam = np.asarray(lam, dtype=np.float64)
+    t0 = np.clip(np.where(np.isfinite(t0), t0, DEFAULT_T0), 0.0, MAX_T0)
+    lam = np.clip(np.where(np.isfinite(lam), lam, DEFAULT_LAM), 0.0, MAX_LAM)
+    return t0, lam
 
 
 def frequency_boost(mentions: np.ndarray | int) -> np.ndarray:
