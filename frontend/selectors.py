@@ -317,10 +317,25 @@ def recent_conflicts(*, actor: Actor, limit: int = 10) -> list | None:
     except ImportError:
         return None
     vis_ids = visible_nodes(actor=actor).values("id")
-    return list(Conflict.objects.filter(org=actor.org, node_a_id__in=vis_ids, node_b_id__in=vis_ids)
+    return list(Conflict.objects.filter(org=actor.org, status=Conflict.Status.OPEN,
+                                        node_a_id__in=vis_ids, node_b_id__in=vis_ids)
                 .select_related("node_a", "node_b")
                 .only("id", "reason", "status", "detector", "created_at", "node_a__id", "node_a__text",
                       "node_b__id", "node_b__text").order_by("-id")[:limit])
+
+
+def conflict_page(*, actor: Actor, status: str, after: int | None, limit: int = PAGE_SIZE) -> Page:
+    """The conflicts queue of one status, newest first, keyset-paginated like the other lists.
+    Each row gets ``newer_id`` / ``older_id``: the newer node is the one that occurred later (the
+    higher id on a tie), whichever side of the pair it is stored on."""
+    from reflection import conflicts as conflict_service
+
+    p = keyset_page(conflict_service.visible_conflicts(actor=actor).filter(status=status), after=after, limit=limit)
+    for c in p.rows:
+        a, b = c.node_a, c.node_b
+        newer, older = (a, b) if (a.occurred_at, a.id) > (b.occurred_at, b.id) else (b, a)
+        c.newer_id, c.older_id = newer.id, older.id
+    return p
 
 
 # --- audit ----------------------------------------------------------------------------------------
@@ -541,12 +556,15 @@ def asset_bindings(*, actor: Actor, asset) -> list:
     return [b for b in rows if _binding_admin(actor, b.agent)]
 
 
-def asset_binding(*, actor: Actor, asset, binding_id: int | None):
+def asset_binding(*, actor: Actor, asset_id: int, binding_id: int | None):
+    """The binding ``binding_id`` of this asset in the actor's org. Only a lookup: who may remove it
+    is ``assets.services.binding_remove`` (``require_binding_admin``), as for the API's DELETE,
+    which does not require reading the asset."""
     from assets.models import AgentBinding
 
     if binding_id is None:
         return None
-    return AgentBinding.objects.filter(org=actor.org, asset=asset, id=binding_id).first()
+    return AgentBinding.objects.filter(org=actor.org, asset_id=asset_id, id=binding_id).first()
 
 
 def bindable_agents(*, actor: Actor) -> list[Agent]:

@@ -223,9 +223,9 @@ def _asset_post(request, asset_id: int):
         messages.success(request, _("Bound to %(agent)s.") % {"agent": agent.name})
         return back
 
-    if op == "unbind":  # DELETE /agents/{id}/bindings/{binding}
-        asset = asset_access.access_asset_by_id(actor, asset_id, for_write=False, request_id=rid)
-        binding = selectors.asset_binding(actor=actor, asset=asset, binding_id=_int(request.POST.get("binding_id")))
+    if op == "unbind":  # DELETE /agents/{id}/bindings/{binding}: the API's calls, no asset read check
+        binding = selectors.asset_binding(actor=actor, asset_id=asset_id,
+                                          binding_id=_int(request.POST.get("binding_id")))
         if binding is None:
             raise Http404
         agent = team_access.access_agent_by_id(actor, binding.agent_id, for_write=False)

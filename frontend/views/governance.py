@@ -8,12 +8,14 @@ from django.http import Http404
 from django.shortcuts import redirect
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
+from rest_framework import exceptions as drf
 
 from reflection import conflicts as conflict_service
 from reflection.models import Conflict
 
+from .. import selectors
 from ..console import console_view, parse_id, request_id
-from .base import page
+from .base import next_page_qs, page
 
 
 @require_GET
@@ -22,10 +24,14 @@ def conflicts(request):
     status = request.GET.get("status", Conflict.Status.OPEN)
     if status not in Conflict.Status.values:
         status = Conflict.Status.OPEN
-    rows = (conflict_service.visible_conflicts(actor=request.actor).filter(status=status)
-            .order_by("-id")[:50])
+    after_raw = request.GET.get("after", "")
+    after = parse_id(after_raw)
+    if after_raw and after is None:
+        raise drf.ValidationError({"after": [_("A valid id is required.")]})
+    p = selectors.conflict_page(actor=request.actor, status=status, after=after)
     return page(request, "frontend/conflicts.html",
-                {"conflicts": rows, "status": status, "statuses": Conflict.Status.choices, "nav": "conflicts"})
+                {"conflicts": p.rows, "page": p, "next_qs": next_page_qs(request, p), "status": status,
+                 "statuses": Conflict.Status.choices, "nav": "conflicts"})
 
 
 @require_POST
@@ -38,8 +44,12 @@ def conflict_resolve(request, conflict_id: int):
     if action not in conflict_service.ACTIONS:
         messages.error(request, _("Unknown action."))
         return redirect("frontend:conflicts")
-    keep = request.POST.get("keep")
+    # The API's ``keep`` (an IntegerField, min 1, null allowed; an empty form value is null): any
+    # other value is refused (400, nothing written), never read as "no node named".
+    keep = (request.POST.get("keep") or "").strip()
     keep_id = parse_id(keep)
+    if keep and keep_id is None:
+        raise drf.ValidationError({"keep": [_("A valid integer is required.")]})
     conflict_service.resolve(actor=request.actor, conflict=conflict, action=action, keep_id=keep_id,
                              request_id=request_id(request))
     messages.success(request, _("Conflict %(id)s resolved: %(action)s.") % {"id": conflict.id, "action": action})
