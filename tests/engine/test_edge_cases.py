@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from memory.engine import NodeRecord, ResonateParams, Scope, TenantIndex, resonate
 from memory.engine.graph import Graph
@@ -44,11 +43,15 @@ def test_huge_edge_weight_ranks_neighbour_above_weak_one() -> None:
         assert np.isfinite(r.score)
 
 
-@pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning")  # the NaN is the input
 def test_diversify_survives_a_nan_score() -> None:
-    # A non-finite t0 (bad row) gives a NaN blend score; the greedy diversifier never picked it
-    # and crashed with "list.remove(x): x not in list".
+    # A NaN final score (non-finite inputs reaching blend mode; the index now cleans t0/lam, so fed
+    # here directly) was never picked by the greedy diversifier, which then crashed with
+    # "list.remove(x): x not in list".
+    from memory.engine.resonance import _diversify
+
     idx = TenantIndex(4)
-    idx.upsert_nodes([_rec(1, "alpha beta", t0=float("inf")), _rec(2, "alpha gamma"), _rec(3, "alpha delta")])
-    got = _hits(idx, qvec=np.ones(4), final="blend", div_adj=0.5, k=3)
-    assert sorted(got) == [1, 2, 3] and got[:2] == [2, 3]
+    idx.upsert_nodes([_rec(1, "alpha beta"), _rec(2, "alpha gamma"), _rec(3, "alpha delta")])
+    cand = np.array([0, 1, 2])
+    final = np.array([np.nan, 0.5, 0.4])
+    out = _diversify(idx, cand, final, np.array([0, 1, 2]), 3, ResonateParams(div_adj=0.5))
+    assert sorted(out.tolist()) == [0, 1, 2] and out.tolist()[:2] == [1, 2]
