@@ -132,3 +132,22 @@ def server_error(request):
     from django.views.defaults import server_error as page_server_error
 
     return page_server_error(request)
+
+
+def bad_request(request, exception=None):
+    """Django's own 400s (a disallowed Host, too many form fields, a suspicious multipart body):
+    under /api/ the one error shape, elsewhere Django's page."""
+    if request.path.startswith("/api/"):
+        return error_response(request, 400, "bad_request", "Bad request.")
+    from django.views.defaults import bad_request as page_bad_request
+
+    return page_bad_request(request, exception)
+
+
+def permission_denied(request, exception=None):
+    """A PermissionDenied raised outside DRF (middleware, plain views): under /api/ the one shape."""
+    if request.path.startswith("/api/"):
+        return error_response(request, 403, "permission_denied", "You do not have permission to perform this action.")
+    from django.views.defaults import permission_denied as page_permission_denied
+
+    return page_permission_denied(request, exception)

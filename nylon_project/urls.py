@@ -23,3 +23,5 @@ urlpatterns = [
 
 handler404 = "nylon_project.errors.not_found"
 handler500 = "nylon_project.errors.server_error"
+handler400 = "nylon_project.errors.bad_request"
+handler403 = "nylon_project.errors.permission_denied"
