@@ -62,6 +62,8 @@ def run_tool(*, actor: Actor, name: str, args: dict) -> str:
     from assets import mcp
     from teams.models import Scope
 
+    if not isinstance(args, dict):  # arguments that are not a JSON object: tell the model, run nothing
+        return "Tool error: the arguments are not a valid JSON object."
     try:
         if name == "memory_resonate":
             out = mcp.tool_resonate(actor, query=str(args.get("query", "")), k=int(args.get("k") or 5))
@@ -176,7 +178,7 @@ class OpenAI(_Protocol):
             return [], False
         ours, others = [], False
         for c in calls:
-            fn = c.get("function") or {}
+            fn = (c.get("function") or {}) if isinstance(c, dict) else {}
             if fn.get("name") in TOOLS:
                 ours.append({"id": c.get("id"), "name": fn["name"], "input": _json_args(fn.get("arguments"))})
             else:
@@ -191,9 +193,16 @@ class OpenAI(_Protocol):
 
     @staticmethod
     def strip_ours(resp: dict) -> dict:
-        msg = resp["choices"][0]["message"]
-        msg["tool_calls"] = [c for c in msg.get("tool_calls") or []
-                             if (c.get("function") or {}).get("name") not in TOOLS]
+        choice = resp["choices"][0]
+        msg = choice["message"]
+        left = [c for c in msg.get("tool_calls") or []
+                if not (isinstance(c, dict) and (c.get("function") or {}).get("name") in TOOLS)]
+        if left:
+            msg["tool_calls"] = left
+        else:  # an empty tool_calls is refused by the API when the caller replays this message
+            msg.pop("tool_calls", None)
+            if choice.get("finish_reason") == "tool_calls":
+                choice["finish_reason"] = "stop"
         return resp
 
 
@@ -237,7 +246,8 @@ class Anthropic(_Protocol):
         for b in resp.get("content") or [] if isinstance(resp, dict) else []:
             if isinstance(b, dict) and b.get("type") == "tool_use":
                 if b.get("name") in TOOLS:
-                    ours.append({"id": b.get("id"), "name": b["name"], "input": b.get("input") or {}})
+                    raw = b.get("input")
+                    ours.append({"id": b.get("id"), "name": b["name"], "input": {} if raw is None else raw})
                 else:
                     others = True
         return ours, others
@@ -252,18 +262,23 @@ class Anthropic(_Protocol):
     @staticmethod
     def strip_ours(resp: dict) -> dict:
         resp["content"] = [b for b in resp.get("content") or []
-                           if not (b.get("type") == "tool_use" and b.get("name") in TOOLS)]
+                           if not (isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in TOOLS)]
+        if resp.get("stop_reason") == "tool_use" and not any(
+                isinstance(b, dict) and b.get("type") == "tool_use" for b in resp["content"]):
+            resp["stop_reason"] = "end_turn"  # no call left for the caller to answer
         return resp
 
 
-def _json_args(raw) -> dict:
+def _json_args(raw) -> dict | None:
+    """The call's arguments as a dict; None when they are not a JSON object (models do emit broken
+    JSON), which run_tool answers with an error instead of running the tool on empty arguments."""
     if isinstance(raw, dict):
         return raw
     try:
         value = json.loads(raw or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 PROTOCOLS = {"openai": OpenAI, "anthropic": Anthropic}
