@@ -35,12 +35,28 @@ class BodySizeLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        length = request.META.get("CONTENT_LENGTH") or "0"
+        length = request.META.get("CONTENT_LENGTH")
         try:
-            size = int(length)
+            size = int(length) if length else _buffered_size(request)
         except ValueError:
             size = -1
         limit = settings.NYLON_MAX_BODY_BYTES
         if size < 0 or size > limit:
             return error_response(request, 413, "payload_too_large", f"Request body exceeds {limit} bytes.")
         return self.get_response(request)
+
+
+def _buffered_size(request) -> int:
+    """A body without Content-Length (chunked): under ASGI Django has already buffered all of it
+    into the request's stream, and would parse it whatever its size; measure that buffer."""
+    stream = getattr(request, "_stream", None)
+    if stream is None or not hasattr(stream, "seek") or not hasattr(stream, "tell"):
+        return 0
+    try:
+        pos = stream.tell()
+        stream.seek(0, 2)
+        size = stream.tell()
+        stream.seek(pos)
+    except (OSError, ValueError):
+        return 0
+    return size - pos
