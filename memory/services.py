@@ -743,6 +743,7 @@ def enrich_batch(*, batch_id: int) -> dict:
     return {"batch": batch_id, "status": IngestBatch.Status.DONE, "edges": edges}
 
 
+_UNFINISHED = (IngestBatch.Status.PENDING, IngestBatch.Status.FAILED)
 BATCH_MAX_ATTEMPTS = 10  # runs after which an unfinished batch counts as failing (it is still re-sent)
 BATCH_BACKOFF = 8  # ...but then only every retry_after * BATCH_BACKOFF
 
@@ -761,8 +762,7 @@ def enqueue_pending_batches(*, retry_after_secs: float = 300) -> int:
     """Beat: re-enqueue bulk batches whose deferred work is not done (never sent, lost, failed)."""
     from reflection import hooks
 
-    unfinished = [IngestBatch.Status.PENDING, IngestBatch.Status.FAILED]
-    due = list(IngestBatch.objects.filter(status__in=unfinished).filter(_batch_due(timezone.now(), retry_after_secs))
+    due = list(IngestBatch.objects.filter(status__in=_UNFINISHED).filter(_batch_due(timezone.now(), retry_after_secs))
                .order_by("id").values_list("id", flat=True)[:100])
     for batch_id in due:
         hooks.after_bulk_ingest(batch_id=batch_id, ended_session_ids=[])
@@ -774,7 +774,7 @@ def batch_counts(*, retry_after_secs: float) -> dict[str, int]:
     twice the retry period (nothing is running them: no worker or no beat), ``failing`` run
     ``BATCH_MAX_ATTEMPTS`` times without finishing."""
     now = timezone.now()
-    rows = IngestBatch.objects.filter(status__in=[IngestBatch.Status.PENDING, IngestBatch.Status.FAILED])
+    rows = IngestBatch.objects.filter(status__in=_UNFINISHED)
     return rows.aggregate(
         pending=Count("id"),
         overdue=Count("id", filter=Q(tried_at__isnull=True,

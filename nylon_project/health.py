@@ -10,7 +10,6 @@ HTTP code (200 ok or degraded, 503 down)."""
 from __future__ import annotations
 
 import hmac
-import os
 import threading
 import time
 
@@ -119,8 +118,6 @@ def _owed(what: str, counts: dict, *, failing: str, overdue: str) -> dict:
 def _ingest() -> dict:
     """Bulk batches whose deferred work (vectors, entity and similarity edges, conflict checks) is
     not done. Degraded while any is overdue or failing: their memories are written but not linked."""
-    from django.conf import settings
-
     from memory.services import BATCH_MAX_ATTEMPTS, batch_counts
 
     counts = batch_counts(retry_after_secs=settings.NYLON_INGEST_RETRY_SECS)
@@ -143,7 +140,7 @@ FORWARDING_HEADERS = ("X-Forwarded-For", "Forwarded", "X-Real-Ip")
 
 
 def _health_token() -> str:
-    return getattr(settings, "NYLON_HEALTH_TOKEN", None) or os.environ.get("NYLON_HEALTH_TOKEN", "")
+    return settings.NYLON_HEALTH_TOKEN
 
 
 def _may_see_detail(request) -> bool:

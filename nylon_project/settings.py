@@ -210,6 +210,8 @@ CELERY_BEAT_SCHEDULE = {
 }
 # A bulk batch whose deferred work (vectors, entity/similar edges) is unfinished this long is re-sent.
 NYLON_INGEST_RETRY_SECS = env_float("NYLON_INGEST_RETRY_SECS", 300)
+# Full /healthz detail for non-loopback callers presenting it as a bearer token ("" = loopback only).
+NYLON_HEALTH_TOKEN = os.environ.get("NYLON_HEALTH_TOKEN", "")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

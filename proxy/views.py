@@ -330,7 +330,7 @@ def _stream(upstream: httpx.Response, protocol, memory: str, bundle, after, requ
                     kept.append(chunk)
                     size += len(chunk)
                 if chunk:
-                    recent = (recent + chunk)[-256:]
+                    recent = (recent + chunk[-256:])[-256:]
                 yield chunk
             completed = True
         except httpx.HTTPError as exc:

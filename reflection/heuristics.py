@@ -272,14 +272,3 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
             return (f"different place or name for the same statement: "
                     f"{', '.join(sorted(a.places))} vs {', '.join(sorted(b.places))}")
     return None
-    overlap = len(a.core & b.core) / len(a.core | b.core)
-    if a.negated != b.negated and overlap >= 0.8 and a.numbers == b.numbers and a.places == b.places:
-        return "negation flip: one statement denies the other"
-    if a.negated == b.negated and overlap >= 0.75:
-        if a.numbers and b.numbers and a.numbers != b.numbers and a.places == b.places:
-            return (f"different number or date for the same statement: "
-                    f"{', '.join(sorted(a.numbers))} vs {', '.join(sorted(b.numbers))}")
-        if a.places and b.places and a.places != b.places and a.numbers == b.numbers:
-            return (f"different place or name for the same statement: "
-                    f"{', '.join(sorted(a.places))} vs {', '.join(sorted(b.places))}")
-    return None

@@ -5,15 +5,12 @@ does, and exactly as an index rebuilt from the final rows does."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-hyp = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from memory.engine import NodeRecord, ResonateParams, Scope, TenantIndex, resonate
 
-from memory.engine import NodeRecord, ResonateParams, Scope, TenantIndex, resonate  # noqa: E402
-
-from ._reference import ref_resonate  # noqa: E402
+from ._reference import ref_resonate
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta".split()
 DIM = 4

@@ -135,10 +135,10 @@ def test_healthz_degrades_while_bulk_batches_go_unfinished(world, celery_worker_
     assert check["status"] == "ok" and check["pending"] == 0 and "ingest" not in body["degraded"]
 
 
-def test_healthz_shows_remote_clients_only_statuses(celery_worker_process, monkeypatch):
+def test_healthz_shows_remote_clients_only_statuses(celery_worker_process, settings):
     """/healthz is public: exception text (DB host, user), worker hostnames, the LLM endpoint and
     counts over every org are for this host and token holders, not for anyone on the network."""
-    monkeypatch.delenv("NYLON_HEALTH_TOKEN", raising=False)
+    settings.NYLON_HEALTH_TOKEN = ""
     r = Client(REMOTE_ADDR=PUBLIC).get("/healthz")
     assert r.status_code == 200 and r["Cache-Control"] == "no-store"
     body = r.json()
@@ -152,8 +152,8 @@ def test_healthz_shows_remote_clients_only_statuses(celery_worker_process, monke
     _assert_statuses_only(Client(REMOTE_ADDR=PUBLIC).get("/healthz", HTTP_AUTHORIZATION="Bearer ").json())
 
 
-def test_healthz_detail_for_loopback_and_for_the_health_token(celery_worker_process, monkeypatch):
-    monkeypatch.setenv("NYLON_HEALTH_TOKEN", "hz-secret-123")
+def test_healthz_detail_for_loopback_and_for_the_health_token(celery_worker_process, settings):
+    settings.NYLON_HEALTH_TOKEN = "hz-secret-123"
     public = Client(REMOTE_ADDR=PUBLIC)
     for auth in ("Bearer wrong", "Bearer hz-secret-1234", "hz-secret-123", ""):
         _assert_statuses_only(public.get("/healthz", HTTP_AUTHORIZATION=auth).json())
