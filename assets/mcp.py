@@ -152,8 +152,7 @@ def tool_weave(actor: Actor, *, text: str, visibility: str = "private", session_
 
     # REST weave's own serializer, so both paths accept the same input (text non-empty and at most
     # 20,000 characters, speaker and session_key at most 200, a write visibility, no NUL); the
-    # storable check also covers unpaired surrogates, which REST's JSON parser refuses.
-    _check_storable({"text": text, "session_key": session_key, "speaker": speaker})
+    # wrapper of every tool (_tool_call) has already refused unstorable text (unpaired surrogates).
     s = WeaveApi.InputSerializer(data={"text": text, "visibility": visibility, "session_key": session_key,
                                        "speaker": speaker})
     if not s.is_valid():

@@ -68,6 +68,11 @@ def _check_node_ids(actor: Actor, node_ids: list[int]) -> list[int]:
     return ids
 
 
+def _in_team(actor: Actor, team: Team) -> bool:
+    """An agent is in its own team; a user in the teams it belongs to."""
+    return team.id == actor.agent.team_id if actor.agent is not None else team.id in actor.team_ids
+
+
 def _check_create_scope(actor: Actor, visibility: str, team: Team | None) -> None:
     """Direct creation of a shared asset is for admins of that scope; everyone else creates a
     personal asset and promotes it (candidate → approval)."""
@@ -83,8 +88,7 @@ def _check_create_scope(actor: Actor, visibility: str, team: Team | None) -> Non
     # Any other visibility: the team still gives its admins write rights (and rides along a later
     # promotion), so a creator may only name a team of its own.
     if team is not None and visibility != Visibility.TEAM and not actor.is_org_admin:
-        own = actor.agent.team_id == team.id if actor.agent is not None else team.id in actor.team_ids
-        if not own:
+        if not _in_team(actor, team):
             raise ValidationError({"team_id": ["You are not a member of this team."]})
 
 
@@ -189,8 +193,7 @@ def asset_promote(*, actor: Actor, asset: Asset, visibility: str, team: Team | N
         # Also for an org target: the approval writes this team onto the asset, and admins of an
         # org asset's team may change it, so a requester could hand an unrelated team write rights.
         # (An org admin may already create an org asset of any team directly.)
-        member = (team.id == actor.agent.team_id) if actor.agent is not None else team.id in actor.team_ids
-        if not member:
+        if not _in_team(actor, team):
             raise ValidationError({"team_id": ["You are not a member of this team."]})
     asset.promotion = {"visibility": visibility, "team_id": team.id if team else None,
                        "requested_by": actor.label, "requested_at": timezone.now().isoformat()}

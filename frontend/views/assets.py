@@ -225,7 +225,7 @@ def _asset_post(request, asset_id: int):
 
     if op == "unbind":  # DELETE /agents/{id}/bindings/{binding}: the API's calls, no asset read check
         binding = selectors.asset_binding(actor=actor, asset_id=asset_id,
-                                          binding_id=_int(request.POST.get("binding_id")))
+                                          binding_id=parse_id(request.POST.get("binding_id")))
         if binding is None:
             raise Http404
         agent = team_access.access_agent_by_id(actor, binding.agent_id, for_write=False)
@@ -235,10 +235,6 @@ def _asset_post(request, asset_id: int):
 
     messages.error(request, _("Unknown action."))
     return back
-
-
-def _int(value) -> int | None:
-    return parse_id(value)
 
 
 # --- access list ----------------------------------------------------------------------------------
@@ -268,7 +264,7 @@ def asset_acl(request, asset_id: int):
             messages.success(request, _("Access granted to %(who)s.") % {"who": who})
             return redirect("frontend:asset-acl", asset_id=asset.id)
         if op == "revoke":
-            grant_id = _int(request.POST.get("grant_id"))
+            grant_id = parse_id(request.POST.get("grant_id"))
             if grant_id is None:
                 raise Http404
             grant = services.grant_get_for_admin(actor, grant_id, request_id=rid)

@@ -19,7 +19,7 @@ from .base import next_page_qs, page
 
 
 @require_GET
-@console_view
+@console_view(back="frontend:conflicts")  # a refused cursor goes back to the first page, not to itself
 def conflicts(request):
     status = request.GET.get("status", Conflict.Status.OPEN)
     if status not in Conflict.Status.values:
