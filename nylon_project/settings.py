@@ -226,6 +226,27 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / ".nylon" / "static"
 LOGIN_URL = "/login/"
 
+# Member invitations: a link valid this many days (teams.services.member_invite). With
+# NYLON_EMAIL_HOST set the link is also mailed over SMTP; without it nothing is sent (the dummy
+# backend, explicitly: Django's default would try an SMTP server on localhost) and the admin
+# passes on the link the API and the console show once.
+NYLON_INVITE_TTL_DAYS = env_int("NYLON_INVITE_TTL_DAYS", 7)
+NYLON_EMAIL_HOST = os.environ.get("NYLON_EMAIL_HOST", "").strip()
+if NYLON_EMAIL_HOST:
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    EMAIL_HOST = NYLON_EMAIL_HOST
+    EMAIL_PORT = env_int("NYLON_EMAIL_PORT", 587)
+    EMAIL_HOST_USER = os.environ.get("NYLON_EMAIL_USER", "")
+    EMAIL_HOST_PASSWORD = os.environ.get("NYLON_EMAIL_PASSWORD", "")
+    # STARTTLS (port 587) by default; NYLON_EMAIL_SSL=1 for implicit TLS (port 465) instead.
+    EMAIL_USE_SSL = env_bool("NYLON_EMAIL_SSL", False)
+    EMAIL_USE_TLS = env_bool("NYLON_EMAIL_TLS", not EMAIL_USE_SSL)
+    # Sent in the request after commit: a server that does not answer must not hold it for long.
+    EMAIL_TIMEOUT = env_float("NYLON_EMAIL_TIMEOUT_SECS", 10)
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.dummy.EmailBackend"
+DEFAULT_FROM_EMAIL = os.environ.get("NYLON_EMAIL_FROM", "nylon@localhost")
+
 # Bodies beyond this are refused with 413 before any parsing (see BodySizeLimitMiddleware).
 NYLON_MAX_BODY_BYTES = env_int("NYLON_MAX_BODY_BYTES", 2 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = NYLON_MAX_BODY_BYTES
