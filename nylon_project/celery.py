@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
 from django.db import InterfaceError, OperationalError
+
+from . import request_context
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "nylon_project.settings")
 
 app = Celery("nylon")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# The worker's log lines name the API request that queued the work (``-`` for beat and housekeeping):
+# Celery's own formats plus the id, which RequestIdFilter puts on every record of its handlers.
+app.conf.worker_log_format = "[%(asctime)s: %(levelname)s/%(processName)s] [%(request_id)s] %(message)s"
+app.conf.worker_task_log_format = ("[%(asctime)s: %(levelname)s/%(processName)s] [%(request_id)s] "
+                                   "%(task_name)s[%(task_id)s]: %(message)s")
 
 # A database or broker outage (Postgres restart, failover, Redis restart) must not lose work: tasks
 # that write retry with back-off (1, 2, 4 … 30 s, jittered) instead of failing for good. Safe
@@ -29,3 +37,28 @@ FOLLOWUP_SWEEP_SECS = float(os.environ.get("NYLON_FOLLOWUP_SWEEP_SECS", 60))
 @app.on_after_configure.connect
 def _followup_beat(sender, **kwargs) -> None:
     sender.add_periodic_task(FOLLOWUP_SWEEP_SECS, sender.signature("memory.followup_sweep"), name="followup-sweep")
+
+
+@signals.before_task_publish.connect
+def _carry_request_id(sender=None, headers=None, **kwargs) -> None:
+    request_context.stamp_headers(headers)
+
+
+@signals.task_prerun.connect
+def _restore_request_id(sender=None, task_id=None, task=None, **kwargs) -> None:
+    request_context.task_started(task_id, task)
+
+
+@signals.task_postrun.connect
+def _forget_request_id(sender=None, task_id=None, **kwargs) -> None:
+    request_context.task_finished(task_id)
+
+
+@signals.after_setup_logger.connect
+@signals.after_setup_task_logger.connect
+def _request_id_on_records(logger=None, **kwargs) -> None:
+    # On the handlers, not the logger: a logger's filters see only records logged on it, a
+    # handler's see every record propagated to it.
+    for handler in logger.handlers if logger is not None else ():
+        if not any(isinstance(f, request_context.RequestIdFilter) for f in handler.filters):
+            handler.addFilter(request_context.RequestIdFilter())

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 
 from django.conf import settings
 
 from .errors import error_response
-
-_SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+from .request_context import SAFE_REQUEST_ID, reset_request_id, set_request_id
 
 
 def request_id_for(incoming: str) -> str:
     """The caller's X-Request-Id when it is safe to log, else a fresh one."""
-    return incoming if _SAFE_ID.match(incoming) else uuid.uuid4().hex
+    return incoming if SAFE_REQUEST_ID.match(incoming) else uuid.uuid4().hex
 
 
 class RequestIdMiddleware:
@@ -23,7 +21,13 @@ class RequestIdMiddleware:
 
     def __call__(self, request):
         request.request_id = request_id_for(request.headers.get("X-Request-Id", ""))
-        response = self.get_response(request)
+        # For the request's log lines and the Celery tasks it sends: the services' commits, and so
+        # their on_commit enqueues, happen inside the view, within this block.
+        token = set_request_id(request.request_id)
+        try:
+            response = self.get_response(request)
+        finally:
+            reset_request_id(token)
         response["X-Request-Id"] = request.request_id
         return response
 
