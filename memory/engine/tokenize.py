@@ -2,15 +2,22 @@
 
 Both sides must go through the very same function, otherwise BM25 silently
 stops matching; hence one module-level entry point and no options.
+
+Chinese and Japanese are written without spaces, so a whole clause would be
+one "word"; runs of Han, Hiragana, Katakana and Hangul become overlapping
+character bigrams instead (a lone character stays a unigram), as Lucene's
+CJKAnalyzer does: no dictionary, and a query phrased differently from the
+stored sentence still shares most of its bigrams with it.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import Stemmer
 
-__all__ = ["tokenize", "STOP_WORDS"]
+__all__ = ["tokenize", "STOP_WORDS", "is_cjk_token"]
 
 # Apostrophes are deleted rather than split on, so "don't" -> "dont" stays one
 # token instead of leaving a stray "t".
@@ -18,6 +25,23 @@ _APOSTROPHES = re.compile(r"['\u2019\u2018`]")
 # \W covers punctuation in every script; "_" is a word char for re, so it is
 # split explicitly (snake_case identifiers become their parts).
 _SPLIT = re.compile(r"[\W_]+")
+# Han (with the ideographic iteration/number marks and the supplementary planes),
+# Hiragana, Katakana (and its half-width forms), Hangul jamo and syllables.
+_CJK_CHARS = (
+    "\u1100-\u11ff\u3005-\u3007\u3021-\u3029\u3038-\u303b\u3041-\u30ff\u3130-\u318f"
+    "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff"
+    "\uff66-\uff9f\U00020000-\U000323af"
+)
+_CJK = re.compile(f"[{_CJK_CHARS}]")
+_CJK_RUN = re.compile(f"[{_CJK_CHARS}]+")
+# Full-width Latin, digits and punctuation, and half-width katakana, are folded
+# to their usual forms (Lucene's CJKWidthFilter), so "ＧＰＴ４" is "gpt4" and
+# "ｶﾞ" is "ガ". Only this block: NFKC everywhere would also rewrite other
+# non-ASCII text (ligatures, superscripts) that tokenizes as it always has.
+_WIDE = re.compile("[\uff01-\uffef]+")
+# One scan answers "anything to fold or bigram?" for the common non-ASCII text
+# (curly quotes, dashes, emoji, accents); two separate scans cost 2.5x as much.
+_NEEDS_WORK = re.compile(f"[{_CJK_CHARS}\uff01-\uffef]")
 
 STOP_WORDS: frozenset[str] = frozenset(
     """
@@ -60,12 +84,62 @@ def _stem_all(words: list[str]) -> list[str]:
     return [cache[w] for w in words]
 
 
+def _fold_width(m: re.Match[str]) -> str:
+    return unicodedata.normalize("NFKC", m.group())
+
+
+def is_cjk_token(token: str) -> bool:
+    """Whether ``token`` (an output of ``tokenize``) is a CJK bigram or unigram.
+
+    Tokens never mix CJK and other characters, so the first one decides.
+    """
+    return bool(token) and _CJK.match(token) is not None
+
+
+def _tokenize_cjk(low: str) -> list[str]:
+    """``tokenize`` of lowercased text holding CJK: other parts of each word take the usual path
+    (stop words, stemming), CJK runs become bigrams; order kept."""
+    out: list[str] = []
+    plain: list[int] = []  # positions in ``out`` still to be stemmed
+
+    def add_plain(w: str) -> None:
+        if w and w not in STOP_WORDS:
+            plain.append(len(out))
+            out.append(w)
+
+    for w in _SPLIT.split(low):
+        if not w:
+            continue
+        pos = 0
+        for m in _CJK_RUN.finditer(w):
+            add_plain(w[pos:m.start()])
+            run = m.group()
+            if len(run) == 1:
+                out.append(run)
+            else:
+                out.extend(run[i:i + 2] for i in range(len(run) - 1))
+            pos = m.end()
+        add_plain(w[pos:])
+    if plain:
+        for i, s in zip(plain, _stem_all([out[i] for i in plain]), strict=True):
+            out[i] = s
+    return out
+
+
 def tokenize(text: str) -> list[str]:
-    """Lowercase, split on non-alphanumerics, drop stop words, Snowball-stem.
+    """Lowercase, split on non-alphanumerics, drop stop words, Snowball-stem;
+    CJK runs become overlapping character bigrams (see the module docstring).
 
     Order and duplicates are kept (BM25 needs term frequencies).
     """
     if not text:
         return []
-    words = [w for w in _SPLIT.split(_APOSTROPHES.sub("", text.lower())) if w and w not in STOP_WORDS]
+    low = text.lower()
+    # isascii() is O(1) on CPython: English text never pays for the CJK checks.
+    if not low.isascii() and _NEEDS_WORK.search(low):
+        if _WIDE.search(low):
+            low = _WIDE.sub(_fold_width, low)
+        if _CJK.search(low):
+            return _tokenize_cjk(_APOSTROPHES.sub("", low))
+    words = [w for w in _SPLIT.split(_APOSTROPHES.sub("", low)) if w and w not in STOP_WORDS]
     return _stem_all(words) if words else []
