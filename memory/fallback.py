@@ -19,7 +19,7 @@ from pgvector.django import CosineDistance
 
 from . import nearest
 from .engine.tension import tension as tension_fn
-from .engine.tokenize import tokenize
+from .engine.tokenize import is_cjk_token, tokenize
 from .engine.types import Explanation, Hit, ResonateParams, ResonateResult, Seed
 from .models import Edge, Node, NodeKind
 
@@ -45,12 +45,47 @@ def _vector_seeds(rows, query_vec: np.ndarray, n: int) -> list[tuple[int, float]
     return [(i, 1.0 - d) for i, d in sorted(best.items(), key=lambda kv: (kv[1], kv[0]))[:n]]
 
 
+# The substring scan costs rows x terms: a long CJK query's first bigrams are enough to find its rows.
+_MAX_CJK_TERMS = 64
+
+
+def _tsquery_terms(tokens: list[str]) -> str:
+    """OR of the query's terms for ``to_tsquery('english', …)``; websearch syntax would AND them
+    and starve recall. The stored ``search`` column comes from Postgres's 'english' parser, which
+    keeps a CJK clause without spaces as one lexeme ("我昨天在北京见了李雷"), so a CJK bigram is
+    matched as a lexeme prefix (a clause or Korean word starting with it); the recent-window
+    substring scan below finds it anywhere else."""
+    return " | ".join(f"{t}:*" if is_cjk_token(t) else t for t in sorted(set(tokens)))
+
+
+def _cjk_substring_seeds(rows, terms: list[str], n: int) -> list[tuple[int, float]]:
+    """The ``n`` rows among the most recent ``nearest.RECENT_WINDOW`` visible ones whose text holds
+    the most of the query's CJK bigrams (ties: newest first). Bounded like the vector channel's
+    exact window; beyond it only the prefix match above (and the vector channel) reach CJK text."""
+    recent_sql, recent_params = rows.order_by("-id").values("id", "text")[: nearest.RECENT_WINDOW].query.sql_with_params()
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT r.id, count(*) AS c FROM ({recent_sql}) r "
+                    "JOIN unnest(%s::text[]) AS q(w) ON strpos(r.text, q.w) > 0 "
+                    "GROUP BY r.id ORDER BY c DESC, r.id DESC LIMIT %s",
+                    [*recent_params, terms, n])
+        return [(i, float(c)) for i, c in cur.fetchall()]
+
+
+def _fuse_lexical(lists: list[list[tuple[int, float]]], k: int, n: int) -> list[tuple[int, float]]:
+    """One lexical ranking from several (reciprocal rank), so the explanation keeps one lexical rank."""
+    score: dict[int, float] = defaultdict(float)
+    for lst in lists:
+        for r, (nid, _) in enumerate(lst, 1):
+            score[nid] += 1.0 / (k + r)
+    return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
 def resonate_sql(visible, *, query: str, query_vec: np.ndarray | None, params: ResonateParams,
                  now_days: float) -> ResonateResult:
     t0 = time.perf_counter()
     seedable = visible.exclude(kind=NodeKind.BRIDGE)
-    # OR of the query's stemmed terms: websearch syntax would AND them and starve recall.
-    words = " | ".join(sorted(set(tokenize(query))))
+    tokens = tokenize(query)
+    words = _tsquery_terms(tokens)
     lex: list[tuple[int, float]] = []
     if words:
         tsq = "to_tsquery('english', %s)"
@@ -60,6 +95,9 @@ def resonate_sql(visible, *, query: str, query_vec: np.ndarray | None, params: R
                 rank=RawSQL(f"ts_rank_cd(search, {tsq})", (words,), output_field=FloatField()),
             ).filter(m=True).order_by("-rank", "id").values_list("id", "rank")[: params.n_lex]
         )
+    cjk = [t for t in dict.fromkeys(tokens) if is_cjk_token(t)][:_MAX_CJK_TERMS]
+    if cjk and params.n_lex > 0:
+        lex = _fuse_lexical([lex, _cjk_substring_seeds(seedable, cjk, params.n_lex)], params.rrf_k, params.n_lex)
     vec: list[tuple[int, float]] = []
     if query_vec is not None and params.n_vec > 0:
         vec = _vector_seeds(seedable.filter(embedding__isnull=False), query_vec, params.n_vec)
@@ -100,7 +138,7 @@ def resonate_sql(visible, *, query: str, query_vec: np.ndarray | None, params: R
     rows = {r["id"]: r for r in Node.objects.filter(id__in=cand).annotate(
         cos=CosineDistance("embedding", query_vec.tolist()) if query_vec is not None else F("confidence"),
     ).values("id", "text", "kind", "t0", "lam", "tension_updated_at", "mentions", "cos")}
-    qtok = set(tokenize(query))
+    qtok = set(tokens)
     scored = []
     for nid in cand:
         r = rows.get(nid)
