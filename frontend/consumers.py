@@ -6,8 +6,10 @@ someone's session and is readable only by those who may read one of the event's 
 shows a session key only on a node the actor can see, ``memory.apis``).
 
 Access is decided at connect and again while the socket lives: a member removed from the org, or a
-deactivated user, stops receiving within ``RECHECK_SECS`` and the socket is closed. The
-socket is opened with the console session only (``AuthMiddlewareStack``; agent keys have no feed)."""
+deactivated user, stops receiving within ``RECHECK_SECS`` and the socket is closed; a team or role
+change shows in the session keys it is sent within the same time (the socket's ``Actor`` is
+rebuilt after each re-check). The socket is opened with the console session only
+(``AuthMiddlewareStack``; agent keys have no feed)."""
 
 from __future__ import annotations
 
@@ -18,15 +20,16 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from memory.selectors import visible_nodes
-from teams.auth import SESSION_ORG_KEY, actor_for_user, resolve_user_org
+from teams.auth import SESSION_ORG_KEY, Actor, actor_for_user, resolve_user_org
 from teams.models import Membership, Organization
 
 log = logging.getLogger("nylon.events")
 
-# How long a socket trusts its last membership check. Each check is one query (the unique
-# (org, user) membership index joined to the user's primary key), so a burst of events (a bulk
-# import's chunks) costs a connection one query per second, not one per event, while a removed
-# member or a deactivated user gets at most this long of further events.
+# How long a socket trusts its last membership check, and the Actor (role, teams) built after it.
+# Each check is one query (the unique (org, user) membership index joined to the user's primary
+# key), and the actor two when an event next needs it, so a burst of events (a bulk import's
+# chunks) costs a connection these few queries per second, not per event, while a removed member,
+# a deactivated user or a member who left a team gets at most this long of further events.
 RECHECK_SECS = 1.0
 # Application close codes (4000-4999): the same as a refused connect.
 CLOSE_UNAUTHENTICATED = 4401  # the user was deactivated (or deleted)
@@ -49,12 +52,11 @@ _SESSION_FIELDS = ("session_key",)
 
 
 @database_sync_to_async
-def _org_for(user, slug: str | None) -> int | None:
+def _org_for(user, slug: str | None) -> Organization | None:
     """The console's org, by the rule of the API and the console pages (``resolve_user_org``):
     the session's org while the user is still a member of it, else their oldest membership; None
     for a user in no org. (The socket's copy of the session is not written back.)"""
-    org = resolve_user_org(user, {SESSION_ORG_KEY: slug} if slug else {})
-    return org.id if org else None
+    return resolve_user_org(user, {SESSION_ORG_KEY: slug} if slug else {})
 
 
 def _event_node_ids(event: dict) -> list[int]:
@@ -65,26 +67,17 @@ def _event_node_ids(event: dict) -> list[int]:
 
 
 @database_sync_to_async
-def _sees_any(user, org_id: int, ids: list[int]) -> bool:
-    """Whether the user, as a member of the org now (teams may have changed since connect), may
-    read at least one of the nodes."""
-    org = Organization.objects.filter(pk=org_id).first()
-    actor = actor_for_user(user, org) if org is not None else None
-    return actor is not None and bool(ids) and visible_nodes(actor=actor).filter(id__in=ids).exists()
+def _actor_for(user, org: Organization) -> Actor | None:
+    return actor_for_user(user, org)
 
 
-async def for_recipient(user, org_id: int, event: dict) -> dict:
-    """The event as this recipient may see it: session fields only for a reader of its nodes."""
-    if not any(event.get(f) for f in _SESSION_FIELDS):
-        return event  # nothing to hide: no query per recipient
-    try:
-        allowed = await _sees_any(user, org_id, _event_node_ids(event))
-    except Exception as exc:  # fail closed: a feed line without the key beats a leaked key
-        log.warning("live feed visibility check failed: %s", exc)
-        allowed = False
-    if allowed:
-        return event
-    return {k: v for k, v in event.items() if k not in _SESSION_FIELDS}
+@database_sync_to_async
+def _sees_any(actor: Actor, ids: list[int]) -> bool:
+    """Whether the actor may read at least one of the nodes (one query)."""
+    return visible_nodes(actor=actor).filter(id__in=ids).exists()
+
+
+_UNKNOWN = object()  # the socket's actor is (re)built on the next event that needs it
 
 
 class EventsConsumer(AsyncJsonWebsocketConsumer):
@@ -94,13 +87,14 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         session = self.scope.get("session") or {}
-        org_id = await _org_for(user, session.get("org_slug"))
-        if org_id is None:
+        org = await _org_for(user, session.get("org_slug"))
+        if org is None:
             await self.close(code=CLOSE_NOT_MEMBER)
             return
-        self.org_id = org_id
-        self.group = f"org.{org_id}"
+        self.org = org
+        self.group = f"org.{org.id}"
         self.checked_at = _clock()  # _org_for just found the membership (and the login an active user)
+        self.actor = _UNKNOWN
         self.revoked = False
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -121,18 +115,40 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         if _clock() - self.checked_at < RECHECK_SECS:
             return True
         try:
-            code = await _still_allowed(self.scope["user"].pk, self.org_id)
+            code = await _still_allowed(self.scope["user"].pk, self.org.id)
         except Exception as exc:  # fail closed: drop this event, ask again on the next one
             log.warning("live feed membership check failed: %s", exc)
             return False
         if code is None:
             self.checked_at = _clock()
+            self.actor = _UNKNOWN  # teams and role may have changed too: rebuilt when next needed
             return True
         self.revoked = True
         await self._leave_group()
         await self.close(code=code)
         return False
 
+    async def _for_recipient(self, event: dict) -> dict:
+        """The event as this recipient may see it: session fields only for a reader of its nodes.
+
+        The actor (role, teams) is built once per re-check window, not per event: a burst costs
+        one visibility query per event carrying a session key, and the actor's few per window."""
+        if not any(event.get(f) for f in _SESSION_FIELDS):
+            return event  # nothing to hide: no query per recipient
+        ids = _event_node_ids(event)
+        try:
+            if self.actor is _UNKNOWN:
+                self.actor = await _actor_for(self.scope["user"], self.org)
+            allowed = self.actor is not None and bool(ids) and await _sees_any(self.actor, ids)
+        except Exception as exc:  # fail closed: a feed line without the key beats a leaked key
+            log.warning("live feed visibility check failed: %s", exc)
+            self.actor = _UNKNOWN
+            allowed = False
+        if allowed:
+            return event
+        return {k: v for k, v in event.items() if k not in _SESSION_FIELDS}
+
     async def org_event(self, message):
         if await self._allowed():
-            await self.send_json(await for_recipient(self.scope["user"], self.org_id, message["event"]))
+            await self.send_json(await self._for_recipient(message["event"]))
+

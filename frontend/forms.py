@@ -98,8 +98,27 @@ class TeamMemberForm(forms.Form):
 
 
 class MemberAddForm(forms.Form):
+    """An invitation (``teams.services.member_invite``): nobody is a member before accepting."""
+
     email = forms.EmailField(label=_("Email"))
     role = forms.ChoiceField(label=_("Role"), choices=Role.choices, initial=Role.MEMBER)
+
+
+class InviteSignupForm(forms.Form):
+    """The password of a new account made from an invitation. Only the two entries are compared
+    here: the password validators run in the service (``teams.services.invitation_signup``),
+    whose refusals land on ``password``."""
+
+    password = forms.CharField(label=_("Password"), strip=False, max_length=4096,
+                               widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}))
+    password_again = forms.CharField(label=_("Password (again)"), strip=False, max_length=4096,
+                                     widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}))
+
+    def clean(self):
+        data = super().clean()
+        if data.get("password") and data.get("password_again") and data["password"] != data["password_again"]:
+            self.add_error("password_again", _("The two passwords differ."))
+        return data
 
 
 class MemberRoleForm(forms.Form):

@@ -1,7 +1,7 @@
 from django.contrib.staticfiles.views import serve
 from django.urls import path, re_path
 
-from .views import admin, assets, base, governance, memory
+from .views import admin, assets, base, governance, invitations, memory
 
 app_name = "frontend"
 
@@ -9,6 +9,7 @@ urlpatterns = [
     path("", base.home, name="home"),
     path("login/", base.LoginView.as_view(), name="login"),
     path("logout/", base.LogoutView.as_view(), name="logout"),
+    path("invite/<str:token>", invitations.invite, name="invite"),
     path("console/", base.dashboard, name="dashboard"),
     path("console/org", base.org_switch, name="org-switch"),
     path("console/health", base.health_panel, name="health"),

@@ -10,7 +10,7 @@ from django.http import Http404
 from rest_framework.exceptions import PermissionDenied
 
 from .auth import Actor
-from .models import Agent, ApiKey, Membership, Team
+from .models import Agent, ApiKey, Invitation, Membership, Team
 
 
 def require_org_admin(actor: Actor, *, action: str = "this action") -> None:
@@ -58,3 +58,12 @@ def access_membership_by_user_id(actor: Actor, user_id: int, *, for_write: bool)
     if for_write:
         require_org_admin(actor, action="membership changes")
     return membership
+
+
+def access_invitation_by_id(actor: Actor, invitation_id: int) -> Invitation:
+    """Invitations are for org admins only, reads included (they name people who are not members)."""
+    invitation = Invitation.objects.filter(org=actor.org, id=invitation_id).first()
+    if invitation is None:
+        raise Http404
+    require_org_admin(actor, action="invitation management")
+    return invitation

@@ -1,4 +1,4 @@
-"""Tenancy REST API: /api/v1/org, teams, members, agents, keys."""
+"""Tenancy REST API: /api/v1/org, teams, members and invitations, agents, keys."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from rest_framework.response import Response
 
 from nylon_project.api import Api, StrictSerializer, paginate, team_from_input
 from nylon_project.pagination import CursorPage
+from nylon_project.schema import ErrorResponse
 
 from . import access, selectors, services
-from .models import Role, Scope, TeamRole
+from .models import InvitationStatus, Role, Scope, TeamRole
 
 
 class OrgOutput(serializers.Serializer):
@@ -160,14 +161,21 @@ class MemberOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class MemberAddedOutput(serializers.Serializer):
-    """The answer to an add: the email the admin typed and the membership. Not the account's
-    username: that would tell any admin who owns an email address (and its login name)."""
+class InvitationOutput(serializers.Serializer):
+    """An invitation as the admins see it: the email as it was typed, never an account's username
+    (that would tell any admin who owns an email address, and its login name)."""
 
-    user_id = serializers.IntegerField()
+    id = serializers.IntegerField()
     email = serializers.EmailField()
     role = serializers.CharField()
+    status = serializers.ChoiceField(choices=InvitationStatus.choices)
     created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+
+
+class InvitationCreatedOutput(InvitationOutput):
+    invite_url = serializers.URLField(help_text="The link the invitee opens to accept. Shown once; only "
+                                                "its hash is stored.")
 
 
 class MemberListApi(Api):
@@ -181,13 +189,40 @@ class MemberListApi(Api):
     def get(self, request):
         return paginate(self, selectors.member_list(actor=request.actor), MemberOutput)
 
-    @extend_schema(request=InputSerializer, responses={201: MemberAddedOutput})
+    @extend_schema(request=InputSerializer, responses={201: InvitationCreatedOutput},
+                   description="Invites the email with the role: nobody becomes a member until the invitee "
+                   "opens invite_url and accepts (an existing account signs in, a new email sets a "
+                   "password). Inviting an email again revokes its open invitation and issues a new link. "
+                   "The answer is the same whether an account has the email or not; an account that is "
+                   "already a member is a 400 on email. The link is also emailed when mail is configured.")
     def post(self, request):
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
-        m = services.member_add(actor=request.actor, request_id=self.request_id(), **s.validated_data)
-        out = {"user_id": m.user_id, "email": s.validated_data["email"], "role": m.role, "created_at": m.created_at}
-        return Response(MemberAddedOutput(out).data, status=status.HTTP_201_CREATED)
+        invitation, url = services.member_invite(actor=request.actor, base_url=request.build_absolute_uri("/"),
+                                                 request_id=self.request_id(), **s.validated_data)
+        data = dict(InvitationOutput(invitation).data)
+        data["invite_url"] = url
+        return Response(data, status=status.HTTP_201_CREATED)
+
+
+class InvitationListApi(Api):
+    pagination_class = CursorPage
+
+    @extend_schema(responses=InvitationOutput(many=True), description="The org's pending invitations "
+                   "(neither accepted, revoked nor expired). Org admins only.")
+    def get(self, request):
+        access.require_org_admin(request.actor, action="invitation management")
+        return paginate(self, selectors.invitation_pending_list(actor=request.actor), InvitationOutput)
+
+
+class InvitationDetailApi(Api):
+    @extend_schema(responses={204: None, 400: ErrorResponse},
+                   description="Revokes the invitation: its link stops working (already revoked: no change). "
+                   "An accepted invitation is a 400; remove the member instead.")
+    def delete(self, request, invitation_id: int):
+        invitation = access.access_invitation_by_id(request.actor, invitation_id)
+        services.invitation_revoke(actor=request.actor, invitation=invitation, request_id=self.request_id())
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class MemberDetailApi(Api):

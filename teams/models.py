@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Lower
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 
@@ -120,3 +123,60 @@ class ApiKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class InvitationStatus(models.TextChoices):
+    PENDING = "pending", _("Pending")
+    ACCEPTED = "accepted", _("Accepted")
+    REVOKED = "revoked", _("Revoked")
+    EXPIRED = "expired", _("Expired")
+
+
+class Invitation(models.Model):
+    """An org admin's invitation of an email address to the org with a role.
+
+    Nobody is a member until the invitee accepts through the link (``/invite/<token>``). Only a
+    SHA-256 of the link's token is stored (``teams.auth.hash_secret``): the plain link is shown
+    once to the admin (and mailed, when mail is configured). At most one invitation per org and
+    email is open (neither accepted nor revoked): inviting again revokes the old link.
+    """
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField(max_length=254)  # as the admin typed it; compared case-insensitively
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # Set when an admin revokes it, a new invitation replaces it, or the invitee declines.
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # An expired link still counts as open here (now() cannot be in an index predicate);
+            # a re-invite revokes it first, so the slot is never stuck.
+            models.UniqueConstraint(
+                "org", Lower("email"),
+                condition=Q(accepted_at__isnull=True, revoked_at__isnull=True),
+                name="uniq_open_invitation_org_email",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.email}@{self.org_id}:{self.role}"
+
+    @property
+    def status(self) -> str:
+        if self.accepted_at is not None:
+            return InvitationStatus.ACCEPTED
+        if self.revoked_at is not None:
+            return InvitationStatus.REVOKED
+        if self.expires_at <= timezone.now():
+            return InvitationStatus.EXPIRED
+        return InvitationStatus.PENDING

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
+from datetime import timedelta
+from functools import partial
 
-from django.contrib.auth import get_user_model
+from django.conf import settings
+from django.contrib.auth import get_user_model, password_validation
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.http import Http404
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -16,9 +23,22 @@ from assets.services import promotions_withdraw_for_team
 
 from .access import require_org_admin
 from .auth import KEY_PREFIX, Actor, hash_secret
-from .models import ROLE_RANK, Agent, ApiKey, Membership, Organization, Role, Scope, Team, TeamMembership
+from .models import (
+    ROLE_RANK,
+    Agent,
+    ApiKey,
+    Invitation,
+    InvitationStatus,
+    Membership,
+    Organization,
+    Role,
+    Scope,
+    Team,
+    TeamMembership,
+)
 
 User = get_user_model()
+log = logging.getLogger("nylon.invitations")
 
 
 def _unique_slug(base: str, exists) -> str:
@@ -163,48 +183,200 @@ def _check_role_change(actor: Actor, *, old: str | None, new: str) -> None:
         raise ValidationError({"role": ["Unknown role."]})
 
 
-@transaction.atomic
-def member_add(*, actor: Actor, email: str, role: str, request_id: str = "") -> Membership:
-    """Adds the account with this email, or a new passwordless account named after it.
+class InvitationClosed(Exception):
+    """The invitation exists but can no longer be used (expired, revoked or declined, accepted):
+    the invite page answers 410 Gone with ``status``, and nothing is written."""
 
-    Adding an existing account does not change the org that user works in: sessions resolve to
-    the org they already had (``teams.auth.resolve_user_org``); the new org is theirs to choose.
-    Callers show the admin only the email they typed, never the account's username."""
+    def __init__(self, status: str):
+        super().__init__(status)
+        self.status = status
+
+
+def _invite_path(token: str) -> str:
+    # The invitee's page is the console's: it may need a login or a new account first.
+    return reverse("frontend:invite", kwargs={"token": token})
+
+
+def _max_username_length() -> int:
+    return User._meta.get_field(User.USERNAME_FIELD).max_length or 150
+
+
+@transaction.atomic
+def member_invite(*, actor: Actor, email: str, role: str, base_url: str,
+                  request_id: str = "") -> tuple[Invitation, str]:
+    """Invites ``email`` to the actor's org with ``role``; returns the invitation and its link
+    (``base_url`` + ``/invite/<token>``), which exists only in this return value and the email.
+
+    Nobody becomes a member here: an existing account is never added without its owner's consent,
+    and the answer is the same whether an account has this email or not (only an account that is
+    already a member is refused, and the admin sees those anyway). Inviting an email that has an
+    open invitation revokes it and issues a new link (a resend). The link is mailed after commit
+    when ``NYLON_EMAIL_HOST`` is set; otherwise the admin passes it on."""
     _check_role_change(actor, old=None, new=role)
     email = email.strip()
-    user = User.objects.filter(email__iexact=email).first()
-    if user is None:
-        user = _user_for_new_email(email)
+    # A new account's username is the email (``_user_for_new_email``): a format rule, refused for
+    # every email alike so it tells nothing about accounts.
+    max_len = _max_username_length()
+    if len(email) > max_len:
+        raise ValidationError({"email": [f"Ensure this email has at most {max_len} characters."]})
+    # The org row lock serialises the org's invitations (and role changes, ``_lock_membership``):
+    # two concurrent invites of one email would otherwise both find no open invitation to revoke.
+    Organization.objects.select_for_update().filter(pk=actor.org.pk).first()
+    if Membership.objects.filter(org=actor.org, user__email__iexact=email).exists():
+        raise ValidationError({"email": ["Already a member."]})
+    now = timezone.now()
+    open_ = Invitation.objects.filter(org=actor.org, email__iexact=email, accepted_at__isnull=True,
+                                      revoked_at__isnull=True)
+    replaced = sorted(open_.values_list("id", flat=True))
+    open_.update(revoked_at=now)
+    token = secrets.token_urlsafe(32)
     try:
         with transaction.atomic():
-            membership = Membership.objects.create(org=actor.org, user=user, role=role)
-    except IntegrityError:
-        raise ValidationError({"email": ["Already a member."]}) from None
-    audit.record(actor=actor, action="member.add", object_type="user", object_id=user.id,
-                 detail={"role": role, "email": email.lower()}, request_id=request_id)
-    return membership
+            invitation = Invitation.objects.create(
+                org=actor.org, email=email, role=role, invited_by=actor.user, token_hash=hash_secret(token),
+                expires_at=now + timedelta(days=settings.NYLON_INVITE_TTL_DAYS),
+            )
+    except IntegrityError:  # the open-invitation index: a concurrent invite got past the lock
+        raise ValidationError({"email": ["An invitation for this email was issued at the same moment; "
+                                         "try again."]}) from None
+    audit.record(actor=actor, action="member.invite", object_type="invitation", object_id=invitation.id,
+                 detail={"email": email.lower(), "role": role, "replaced": replaced}, request_id=request_id)
+    url = base_url.rstrip("/") + _invite_path(token)
+    if settings.NYLON_EMAIL_HOST:
+        inviter = actor.user.get_username() if actor.user is not None else ""
+        transaction.on_commit(partial(_send_invitation_email, invitation_id=invitation.id, email=email,
+                                      org_name=actor.org.name, role=invitation.get_role_display(),
+                                      inviter=inviter, url=url, expires_at=invitation.expires_at))
+    return invitation, url
 
 
-def _user_for_new_email(email: str):
+def _send_invitation_email(*, invitation_id: int, email: str, org_name: str, role: str, inviter: str, url: str,
+                           expires_at) -> None:
+    """After commit: a failed send is logged and the invitation stands (the admin has the link)."""
+    org_name = " ".join(org_name.split())  # a line break in a Subject header is refused
+    subject = f"You are invited to {org_name} on Nylon"
+    by = f"{inviter} invited you" if inviter else "You are invited"
+    body = (f"{by} to join the organisation {org_name} on Nylon as {role}.\n\n"
+            f"Open this link to accept (until {expires_at:%Y-%m-%d %H:%M} UTC):\n{url}\n\n"
+            "If you did not expect this, ignore this email.\n")
+    try:
+        send_mail(subject, body, None, [email])
+    except Exception:  # SMTP down, refused, timed out: the invite is made, the link was shown
+        log.warning("invitation %s: email not sent", invitation_id, exc_info=True)
+
+
+@transaction.atomic
+def invitation_revoke(*, actor: Actor, invitation: Invitation, request_id: str = "") -> Invitation:
+    require_org_admin(actor, action="invitation management")
+    invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
+    if invitation.accepted_at is not None:
+        raise ValidationError({"invitation": ["This invitation was accepted; remove the member instead."]})
+    if invitation.revoked_at is None:
+        invitation.revoked_at = timezone.now()
+        invitation.save(update_fields=["revoked_at"])
+        audit.record(actor=actor, action="member.invite_revoke", object_type="invitation",
+                     object_id=invitation.id, detail={"email": invitation.email.lower()}, request_id=request_id)
+    return invitation
+
+
+def _lock_open_invitation(invitation: Invitation) -> Invitation:
+    """The invitation as it is now, locked: concurrent accepts (or an accept and a revoke) of one
+    link are serialised, and the second finds it closed."""
+    fresh = Invitation.objects.select_for_update().select_related("org").filter(pk=invitation.pk).first()
+    if fresh is None:  # its org was deleted meanwhile
+        raise Http404
+    if fresh.status != InvitationStatus.PENDING:
+        raise InvitationClosed(fresh.status)
+    return fresh
+
+
+def is_invitee(invitation: Invitation, user) -> bool:
+    email = (getattr(user, "email", "") or "").strip().lower()
+    return bool(email) and email == invitation.email.strip().lower()
+
+
+def _require_invitee(invitation: Invitation, user) -> None:
+    # The link alone is not enough: a forwarded or leaked link must not let another account in.
+    if not is_invitee(invitation, user):
+        raise PermissionDenied("This invitation is for another email address.")
+
+
+def _accept(invitation: Invitation, user, *, request_id: str) -> tuple[Membership, bool]:
+    created = True
+    try:
+        with transaction.atomic():
+            membership = Membership.objects.create(org=invitation.org, user=user, role=invitation.role)
+    except IntegrityError:  # already a member (an earlier path, or a concurrent accept): kept as it is
+        membership = Membership.objects.get(org=invitation.org, user=user)
+        created = False
+    invitation.accepted_at = timezone.now()
+    invitation.accepted_by = user
+    invitation.save(update_fields=["accepted_at", "accepted_by"])
+    actor = Actor(org=invitation.org, user=user, role=membership.role)
+    audit.record(actor=actor, action="member.invite_accept", object_type="invitation", object_id=invitation.id,
+                 detail={"user_id": user.id, "role": membership.role, "invited_role": invitation.role,
+                         "already_member": not created}, request_id=request_id)
+    return membership, created
+
+
+@transaction.atomic
+def invitation_accept(*, invitation: Invitation, user, request_id: str = "") -> tuple[Membership, bool]:
+    """Makes ``user`` (whose email must be the invitation's) a member with the invited role.
+    Returns the membership and whether it is new: an account that is already a member keeps its
+    role, and the link is used up either way."""
+    invitation = _lock_open_invitation(invitation)
+    _require_invitee(invitation, user)
+    return _accept(invitation, user, request_id=request_id)
+
+
+@transaction.atomic
+def invitation_signup(*, invitation: Invitation, password: str, request_id: str = ""):
+    """The invitee has no account: creates one (username and email = the invited email, in lower
+    case) with ``password`` and accepts. Returns the user and the membership. A password the
+    validators refuse is a 400 on ``password``, with nothing written."""
+    invitation = _lock_open_invitation(invitation)
+    email = invitation.email.strip().lower()
+    if User.objects.filter(email__iexact=email).exists():
+        raise ValidationError({"email": ["An account with this email exists: sign in to accept."]})
+    try:
+        password_validation.validate_password(password, user=User(**{User.USERNAME_FIELD: email, "email": email}))
+    except DjangoValidationError as exc:
+        raise ValidationError({"password": list(exc.messages)}) from None
+    user = _user_for_new_email(email, password=password)
+    membership, _ = _accept(invitation, user, request_id=request_id)
+    return user, membership
+
+
+@transaction.atomic
+def invitation_decline(*, invitation: Invitation, user, request_id: str = "") -> Invitation:
+    invitation = _lock_open_invitation(invitation)
+    _require_invitee(invitation, user)
+    invitation.revoked_at = timezone.now()
+    invitation.save(update_fields=["revoked_at"])
+    audit.record(actor=Actor(org=invitation.org, user=user), action="member.invite_decline",
+                 object_type="invitation", object_id=invitation.id, detail={"user_id": user.id},
+                 request_id=request_id)
+    return invitation
+
+
+def _user_for_new_email(email: str, *, password: str):
     """A new account whose username is the email. Refused (400, nothing written: the caller's
     transaction rolls back) when that username is taken by an account with another email, or
     does not fit the username column: create_user would fail with an IntegrityError (a 500)."""
     username = email.lower()
-    max_len = User._meta.get_field(User.USERNAME_FIELD).max_length or 150
+    max_len = _max_username_length()
     if len(username) > max_len:
         raise ValidationError({"email": [f"Ensure this email has at most {max_len} characters."]})
-    taken = ["An account with this name exists under another email; it cannot be added by this email."]
+    taken = ["An account with this name exists under another email; this email cannot sign up. "
+             "Ask the admin who invited you to invite that account's email."]
     # iexact: a look-alike of an existing name ("Ana@x.io" next to "ana@x.io") is refused as well.
     if User.objects.filter(**{f"{User.USERNAME_FIELD}__iexact": username}).exists():
         raise ValidationError({"email": taken})
     try:
         with transaction.atomic():
-            user = User.objects.create_user(username=username, email=username)
+            return User.objects.create_user(username=username, email=username, password=password)
     except IntegrityError:  # created concurrently between the check and the insert
         raise ValidationError({"email": taken}) from None
-    user.set_unusable_password()
-    user.save(update_fields=["password"])
-    return user
 
 
 def _lock_membership(membership: Membership) -> Membership:

@@ -96,25 +96,31 @@ def team_detail(request, team_id: int):
 # --- members --------------------------------------------------------------------------------------
 
 
+@never_cache
 @require_http_methods(["GET", "POST"])
 @console_view
 def members(request):
     actor = request.actor
     form = MemberAddForm(request.POST or None)
+    invited, invite_url = None, None
     if request.method == "POST" and form.is_valid():
         try:
-            services.member_add(actor=actor, request_id=request_id(request), **form.cleaned_data)
+            invited, invite_url = services.member_invite(actor=actor, base_url=request.build_absolute_uri("/"),
+                                                         request_id=request_id(request), **form.cleaned_data)
         except drf.ValidationError as exc:
-            # The service's refusals (already a member, email taken as a username) belong on the
-            # form's fields, shown with the 400 below, like the form's own errors.
+            # The service's refusals (already a member, too long) belong on the form's fields, shown
+            # with the 400 below, like the form's own errors.
             add_form_errors(form, exc.detail)
         else:
-            # Only what the admin typed: the account's username is not theirs to learn.
-            messages.success(request, _("%(who)s added.") % {"who": form.cleaned_data["email"]})
-            return redirect("frontend:members")
+            # Only what the admin typed: whether an account has this email is not theirs to learn.
+            messages.success(request, _("%(who)s invited.") % {"who": invited.email})
+            form = MemberAddForm()
     rows = team_selectors.member_list(actor=actor).order_by("user__username")
-    return page(request, "frontend/members.html", {"members": rows, "form": form, "role_form": MemberRoleForm(),
-                                                   "nav": "members"}, status=400 if form.is_bound else 200)
+    # The link is rendered once, in this response only (only its hash is stored, never redirected).
+    return page(request, "frontend/members.html", {
+        "members": rows, "form": form, "role_form": MemberRoleForm(),
+        "invited": invited, "invite_url": invite_url, "nav": "members",
+    }, status=400 if form.is_bound else 200)
 
 
 @require_POST

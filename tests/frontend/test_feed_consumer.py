@@ -10,6 +10,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from asgiref.testing import ApplicationCommunicator
 from channels.db import database_sync_to_async
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from frontend import consumers
 from frontend.consumers import EventsConsumer
@@ -17,7 +19,7 @@ from memory.models import MemorySession, Visibility
 from nylon_project import events
 from reflection import services as reflection_services
 from teams import services as team_services
-from teams.models import Membership
+from teams.models import Membership, TeamMembership
 
 from .conftest import actor, weave
 
@@ -226,3 +228,110 @@ def test_a_member_keeps_receiving_and_is_rechecked_at_most_once_per_window(world
             await _close(member)
 
     async_to_sync(run)()
+
+
+# --- the cost of session keys: the actor once per window, not per event -------------------------------
+
+def _frozen_clock(monkeypatch) -> list[float]:
+    now = [1000.0]
+    monkeypatch.setattr(consumers, "_clock", lambda: now[0])
+    return now
+
+
+async def _queries_of(step) -> list[str]:
+    """The SQL run on the test's connection while ``step`` (a coroutine function) runs: the
+    consumer's database calls run there (thread-sensitive), so they are what is counted."""
+    ctx = CaptureQueriesContext(connection)  # entered and read in the connection's own thread
+    await database_sync_to_async(ctx.__enter__)()
+    try:
+        await step()
+    finally:
+        await database_sync_to_async(ctx.__exit__)(None, None, None)
+    return await database_sync_to_async(lambda: [q["sql"] for q in ctx.captured_queries])()
+
+
+def _tenancy(queries: list[str]) -> int:
+    """Queries that build an actor or re-check a membership (not the per-event visibility check)."""
+    tables = ('"teams_membership"', '"teams_teammembership"')
+    return sum(1 for sql in queries if any(t in sql.split(" WHERE ")[0] for t in tables))
+
+
+def test_a_burst_of_session_events_builds_the_actor_once_per_window(world, django_capture_on_commit_callbacks,
+                                                                      monkeypatch):
+    """N events naming a session cost N visibility checks plus one actor per RECHECK_SECS window,
+    not an actor per event (~4 queries each); and every event still gets its answer."""
+    a = world["a"]
+    node = weave(actor(a.owner, a.org), "The offsite is on March 14.", session_key="offsite-plan")[0]
+    now = _frozen_clock(monkeypatch)
+    burst = 20
+
+    async def publish_burst() -> None:
+        def run():
+            with django_capture_on_commit_callbacks(execute=True):
+                for _ in range(burst):
+                    events.publish(a.org.id, "memory.woven", {"node_ids": [node], "session_key": "offsite-plan"})
+
+        await database_sync_to_async(run)()
+
+    async def run():
+        member = await _connect(a.member)
+        try:
+            got: list[dict] = []
+
+            async def burst_received() -> None:
+                await publish_burst()
+                got[:] = [await _receive(member) for _ in range(burst)]
+                assert await member.receive_nothing(timeout=0.1)
+
+            first = await _queries_of(burst_received)
+            assert [e.get("session_key") for e in got] == ["offsite-plan"] * burst
+            assert _tenancy(first) == 2  # the actor: membership and team memberships, once
+            assert len(first) <= burst + 2  # beyond it, one visibility check per event
+
+            now[0] += consumers.RECHECK_SECS + 0.1
+            second = await _queries_of(burst_received)
+            assert [e.get("session_key") for e in got] == ["offsite-plan"] * burst
+            assert _tenancy(second) == 3  # the window's re-check, then the actor rebuilt once
+            assert len(second) <= burst + 3
+        finally:
+            await _close(member)
+
+    async_to_sync(run)()
+
+
+def test_a_member_who_leaves_a_team_loses_its_session_keys_within_the_window(world, monkeypatch,
+                                                                              django_capture_on_commit_callbacks):
+    """The cached actor is not trusted past RECHECK_SECS: once the member is out of the team, the
+    team-scoped session is no longer named to them (the event itself, opaque ids, still comes);
+    its owner keeps seeing it."""
+    a = world["a"]
+    node = weave(actor(a.owner, a.org), "The core team picked Alfama.", visibility=Visibility.TEAM, team=a.team,
+                 session_key="core-venue")[0]
+    now = _frozen_clock(monkeypatch)
+
+    async def publish_one() -> None:
+        def run():
+            with django_capture_on_commit_callbacks(execute=True):
+                events.publish(a.org.id, "memory.woven", {"node_ids": [node], "session_key": "core-venue"})
+
+        await database_sync_to_async(run)()
+
+    async def run():
+        member, owner = await _connect(a.member), await _connect(a.owner)
+        try:
+            await publish_one()
+            assert (await _receive(member)).get("session_key") == "core-venue"  # a member of the team
+            assert (await _receive(owner)).get("session_key") == "core-venue"
+
+            await database_sync_to_async(
+                TeamMembership.objects.filter(team=a.team, user=a.member).delete)()
+            now[0] += consumers.RECHECK_SECS + 0.1
+            await publish_one()
+            left = await _receive(member)
+            assert left["type"] == "memory.woven" and left["node_ids"] == [node] and "session_key" not in left
+            assert (await _receive(owner)).get("session_key") == "core-venue"
+        finally:
+            await _close(member, owner)
+
+    async_to_sync(run)()
+

@@ -4,6 +4,8 @@ import pytest
 
 from teams.models import Membership
 
+from .invites import sign_up
+
 pytestmark = pytest.mark.django_db
 
 
@@ -19,6 +21,8 @@ def test_admin_adds_member_but_not_owner(world, client_for):
     c = client_for(a.admin)
     r = c.post("/api/v1/members", {"email": "new@example.com", "role": "member"}, format="json")
     assert r.status_code == 201
+    sign_up(r.json()["invite_url"])  # a member once the invitee accepts
+    assert Membership.objects.get(org=a.org, user__username="new@example.com").role == "member"
     assert c.post("/api/v1/members", {"email": "boss@example.com", "role": "owner"}, format="json").status_code == 403
     assert c.post("/api/v1/members", {"email": "new@example.com"}, format="json").status_code == 400
     assert client_for(a.member).post("/api/v1/members", {"email": "x@example.com"}, format="json").status_code == 403

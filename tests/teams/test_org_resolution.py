@@ -2,7 +2,8 @@
 
 The takeover this guards against: an admin of an older org adds a member of another org by email;
 "the org with the lowest id" then became that member's current org in the sessions they already
-had open, and their next write landed in the admin's org."""
+had open, and their next write landed in the admin's org. Adding is now an invitation the user
+accepts (in one browser session); their other sessions keep their org all the same."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from django.contrib.auth import get_user_model
 from memory.models import Node
 from teams.models import Membership, Role
 from teams.services import organization_create
+
+from .invites import accept, invite
 
 pytestmark = pytest.mark.django_db
 
@@ -35,10 +38,12 @@ def test_admin_of_older_org_adding_a_member_does_not_move_their_session(world, c
 
     r = client_for(a.admin).post("/api/v1/members", {"email": "Beta-Member@example.com"}, format="json")
     assert r.status_code == 201
-    # Only what the admin typed and the membership: not the account's username.
-    assert set(r.json()) == {"user_id", "email", "role", "created_at"}
+    # Only what the admin typed and the invitation: not the account's username.
+    assert set(r.json()) == {"id", "email", "role", "status", "created_at", "expires_at", "invite_url"}
     assert r.json()["email"] == "Beta-Member@example.com"
     assert "username" not in r.content.decode() and '"beta-member"' not in r.content.decode()
+    assert not Membership.objects.filter(org=a.org, user=b.member).exists()  # not before accepting
+    accept(b.member, r.json()["invite_url"])  # in another browser session
     assert Membership.objects.filter(org=a.org, user=b.member).exists()
 
     # The open session stays in beta, and its next write is stored in beta.
@@ -78,7 +83,7 @@ def test_header_naming_a_foreign_org_is_404_for_member_and_outsider(world, clien
 
 def test_removed_from_chosen_org_falls_back_to_remaining_org(world, client_for):
     a, b = world["a"], world["b"]
-    assert client_for(b.owner).post("/api/v1/members", {"email": a.member.email}, format="json").status_code == 201
+    accept(a.member, invite(client_for(b.owner), a.member.email)["invite_url"])
     c = client_for(a.member)
     assert c.post("/console/org", {"org": "beta"}).status_code == 302
     assert _org_slug(c) == "beta"
@@ -98,7 +103,7 @@ def test_stale_choice_with_several_orgs_left_takes_the_oldest_membership(world, 
     # beta's member joins gamma by choice, and alpha's admin adds them to alpha (lower org id) later.
     gamma = organization_create(name="Gamma", slug="gamma", owner=get_user_model().objects.create_user("g"))
     Membership.objects.create(org=gamma, user=b.member, role=Role.MEMBER)
-    assert client_for(a.admin).post("/api/v1/members", {"email": b.member.email}, format="json").status_code == 201
+    accept(b.member, invite(client_for(a.admin), b.member.email)["invite_url"])
     c = client_for(b.member)
     assert c.post("/console/org", {"org": "gamma"}).status_code == 302
     assert _org_slug(c) == "gamma"

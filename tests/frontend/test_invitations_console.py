@@ -1,0 +1,232 @@
+"""The invitee's page (/invite/<token>) and the invitations on the console's Members page."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.utils import timezone
+
+from assets.models import AuditEvent
+from teams.models import Invitation, Membership, Role
+from tests.teams.invites import PASSWORD, accept, invite, link_path
+
+pytestmark = pytest.mark.django_db
+
+User = get_user_model()
+SESSION_ORG_KEY = "org_slug"  # teams.auth.SESSION_ORG_KEY
+
+
+@pytest.fixture
+def invited(world, client_for):
+    """invited(email, role="member") -> (path of the link, invitation id), invited by alpha's admin."""
+
+    def make(email: str, role: str = "member", by=None):
+        body = invite(client_for(by or world["a"].admin), email, role)
+        return link_path(body["invite_url"]), body["id"]
+
+    return make
+
+
+def _state(response) -> str:
+    return response.context["state"]
+
+
+# --- a new email sets a password ------------------------------------------------------------------
+
+
+def test_new_email_signs_up_joins_and_is_pinned_to_the_org(world, invited):
+    path, inv_id = invited("New.Person@Example.com", "admin")
+    c = Client()
+    r = c.get(path)
+    assert r.status_code == 200 and _state(r) == "signup"
+    html = r.content.decode()
+    assert "ALPHA" in html and "New.Person@Example.com" in html and 'name="password"' in html
+
+    r = c.post(path, {"password": PASSWORD, "password_again": PASSWORD})
+    assert r.status_code == 302 and r.url == "/console/"
+    user = User.objects.get(username="new.person@example.com")
+    assert user.email == "new.person@example.com" and user.has_usable_password()
+    assert Membership.objects.get(org=world["a"].org, user=user).role == Role.ADMIN
+    inv = Invitation.objects.get(id=inv_id)
+    assert inv.accepted_at is not None and inv.accepted_by == user
+    # Logged in, in the org they joined, and the password works for the next sign-in.
+    assert c.session[SESSION_ORG_KEY] == "alpha"
+    assert c.get("/console/").wsgi_request.org == world["a"].org
+    assert Client().login(username="new.person@example.com", password=PASSWORD)
+    # The link is used up.
+    assert Client().get(path).status_code == 410
+
+
+@pytest.mark.parametrize("data, field", [
+    ({"password": "short", "password_again": "short"}, "password"),  # Django's validators refuse it
+    ({"password": PASSWORD, "password_again": PASSWORD + "x"}, "password_again"),
+    ({"password": "", "password_again": ""}, "password"),
+])
+def test_bad_password_is_a_field_error_and_nothing_is_written(world, invited, data, field):
+    path, inv_id = invited("fresh@example.com")
+    users, members, events = User.objects.count(), Membership.objects.count(), AuditEvent.objects.count()
+    r = Client().post(path, data)
+    assert r.status_code == 400 and _state(r) == "signup"
+    assert r.context["form"].errors[field]
+    assert (User.objects.count(), Membership.objects.count(), AuditEvent.objects.count()) == (users, members, events)
+    assert Invitation.objects.get(id=inv_id).status == "pending"
+
+
+def test_email_taken_as_another_accounts_username_cannot_sign_up(world, invited):
+    # No account has this email, but one is named after it: the invite does not reveal it (201);
+    # the signup is refused with a message, and nothing is written.
+    User.objects.create_user("ghost@example.com", "someone-else@example.com", "pw-ghost-123")
+    path, inv_id = invited("GHOST@example.com")
+    users, members = User.objects.count(), Membership.objects.count()
+    r = Client().post(path, {"password": PASSWORD, "password_again": PASSWORD})
+    assert r.status_code == 400
+    assert "another email" in " ".join(r.context["form"].non_field_errors())
+    assert (User.objects.count(), Membership.objects.count()) == (users, members)
+    assert Invitation.objects.get(id=inv_id).status == "pending"
+
+
+# --- an existing account signs in and accepts ---------------------------------------------------------
+
+
+def test_existing_account_is_sent_to_sign_in_and_back(world, invited):
+    b = world["b"]
+    path, _ = invited("BETA-MEMBER@example.com")
+    c = Client()
+    r = c.get(path)
+    assert r.status_code == 302 and r.url == f"/login/?next={path}"
+    assert c.post(path, {"password": PASSWORD, "password_again": PASSWORD}).status_code == 302  # to login
+    assert not User.objects.filter(username="beta-member@example.com").exists()
+    r = c.post("/login/", {"username": "beta-member", "password": "pw-member-123", "next": path})
+    assert r.status_code == 302 and r.url == path
+    r = c.get(path)
+    assert r.status_code == 200 and _state(r) == "confirm"
+    html = r.content.decode()
+    assert "ALPHA" in html and "Member" in html and 'value="accept"' in html and 'value="decline"' in html
+    assert not Membership.objects.filter(org=world["a"].org, user=b.member).exists()
+
+    r = c.post(path, {"op": "accept"})
+    assert r.status_code == 302 and r.url == "/console/"
+    assert Membership.objects.get(org=world["a"].org, user=b.member).role == Role.MEMBER
+    # This session chose alpha by accepting; the user's other memberships are untouched.
+    assert c.session[SESSION_ORG_KEY] == "alpha"
+    assert Membership.objects.filter(org=b.org, user=b.member).exists()
+    ev = AuditEvent.objects.get(org=world["a"].org, action="member.invite_accept")
+    assert ev.actor_label == "user:beta-member" and ev.detail["already_member"] is False
+
+
+def test_another_accounts_email_is_refused_403_and_nothing_changes(world, invited, login):
+    path, inv_id = invited(world["b"].member.email)
+    outsider = login(world["outsider"])
+    for method, data in (("get", None), ("post", {"op": "accept"}), ("post", {"op": "decline"})):
+        r = getattr(outsider, method)(path, data)
+        assert r.status_code == 403, (method, data)
+        assert "for another email" in r.content.decode()
+    assert Invitation.objects.get(id=inv_id).status == "pending"
+    assert not Membership.objects.filter(org=world["a"].org, user=world["outsider"]).exists()
+
+
+def test_decline_closes_the_link_and_adds_nobody(world, invited, login):
+    b = world["b"]
+    path, inv_id = invited(b.member.email)
+    c = login(b.member)
+    r = c.post(path, {"op": "decline"})
+    assert r.status_code == 200 and _state(r) == "declined"
+    assert Invitation.objects.get(id=inv_id).revoked_at is not None
+    assert not Membership.objects.filter(org=world["a"].org, user=b.member).exists()
+    assert AuditEvent.objects.filter(org=world["a"].org, action="member.invite_decline").count() == 1
+    assert c.post(path, {"op": "accept"}).status_code == 410
+    assert not Membership.objects.filter(org=world["a"].org, user=b.member).exists()
+
+
+def test_an_unknown_op_changes_nothing(world, invited, login):
+    path, inv_id = invited(world["b"].member.email)
+    r = login(world["b"].member).post(path, {"op": "join-as-owner"})
+    assert r.status_code == 400 and _state(r) == "confirm"
+    assert Invitation.objects.get(id=inv_id).status == "pending"
+
+
+def test_accepting_as_an_existing_member_keeps_the_role_and_uses_the_link(world, invited, login):
+    b = world["b"]
+    path, inv_id = invited(b.member.email, "admin")
+    # Became a member another way after the invitation was sent (here: directly).
+    Membership.objects.create(org=world["a"].org, user=b.member, role=Role.MEMBER)
+    r = login(b.member).post(path, {"op": "accept"}, follow=True)
+    assert r.status_code == 200
+    assert "already a member" in " ".join(str(m) for m in r.context["messages"])
+    assert Membership.objects.get(org=world["a"].org, user=b.member).role == Role.MEMBER
+    assert Invitation.objects.get(id=inv_id).status == "accepted"
+
+
+# --- links that no longer work ---------------------------------------------------------------------
+
+
+def test_unknown_expired_revoked_and_used_links(world, invited, login, client_for):
+    a, b = world["a"], world["b"]
+    for bad in ("/invite/not-a-token", "/invite/" + "x" * 500):
+        r = Client().get(bad)
+        assert r.status_code == 404 and _state(r) == "invalid"
+
+    expired, exp_id = invited("late@example.com")
+    Invitation.objects.filter(id=exp_id).update(expires_at=timezone.now() - timedelta(seconds=1))
+    revoked, rev_id = invited(b.owner.email)
+    assert client_for(a.admin).delete(f"/api/v1/invitations/{rev_id}").status_code == 204
+    used, _ = invited(b.member.email)
+    accept(b.member, used)
+
+    users, members = User.objects.count(), Membership.objects.count()
+    for path, who, message in ((expired, None, "expired"), (revoked, b.owner, "withdrawn"),
+                               (used, b.member, "already been used")):
+        c = login(who)
+        for r in (c.get(path), c.post(path, {"op": "accept"}),
+                  Client().post(path, {"password": PASSWORD, "password_again": PASSWORD})):
+            assert r.status_code == 410, (path, r.status_code)
+            assert message in r.content.decode()
+    assert (User.objects.count(), Membership.objects.count()) == (users, members)
+    assert not Membership.objects.filter(org=a.org, user=b.owner).exists()
+
+
+def test_a_pending_invitation_grants_nothing_in_the_console(world, invited, login):
+    b = world["b"]
+    invited(b.member.email, "admin")
+    c = login(b.member)
+    assert c.post("/console/org", {"org": "alpha"}).status_code == 404
+    assert c.get("/console/").wsgi_request.org == b.org
+
+
+# --- the Members page ------------------------------------------------------------------------------
+
+
+def test_admin_invites_from_the_members_page_and_sees_the_link_once(world, login):
+    a = world["a"]
+    admin = login(a.admin)
+    r = admin.post("/console/members/", {"email": "Colleague@example.com", "role": "admin"})
+    assert r.status_code == 200
+    url = r.context["invite_url"]
+    assert url.startswith("http://testserver/invite/") and url in r.content.decode()
+    assert [str(m) for m in r.context["messages"]] == ["Colleague@example.com invited."]
+    inv = Invitation.objects.get(org=a.org, email="Colleague@example.com")
+    assert inv.role == Role.ADMIN and inv.status == "pending"
+    assert not User.objects.filter(email__iexact="colleague@example.com").exists()
+
+    html = admin.get("/console/members/").content.decode()
+    assert url not in html and "/invite/" not in html  # only the hash is kept: never shown again
+
+    # The link works.
+    r = Client().post(link_path(url), {"password": PASSWORD, "password_again": PASSWORD})
+    assert r.status_code == 302
+    assert Membership.objects.get(org=a.org, user__username="colleague@example.com").role == Role.ADMIN
+
+
+def test_members_page_refusals_are_form_errors_and_write_nothing(world, login):
+    a = world["a"]
+    before = Invitation.objects.count()
+    admin = login(a.admin)
+    r = admin.post("/console/members/", {"email": "ALPHA-member@example.com", "role": "member"})
+    assert r.status_code == 400 and r.context["form"].errors["email"] == ["Already a member."]
+    r = admin.post("/console/members/", {"email": "x" * 140 + "@example.com", "role": "member"})
+    assert r.status_code == 400 and r.context["form"].errors["email"]
+    assert admin.post("/console/members/", {"email": "boss@example.com", "role": "owner"}).status_code == 403
+    assert Invitation.objects.count() == before

@@ -1,0 +1,38 @@
+"""Test helpers for the invitation flow: invite through the API, then accept in the console as the
+invitee would (``/invite/<token>``)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from django.test import Client
+
+PASSWORD = "a-long-enough-password-42"
+
+
+def invite(api_client, email: str, role: str = "member", **headers) -> dict:
+    r = api_client.post("/api/v1/members", {"email": email, "role": role}, format="json", **headers)
+    assert r.status_code == 201, r.content
+    return r.json()
+
+
+def link_path(url: str) -> str:
+    """The path of an ``invite_url`` (the test client talks to the app, not to its host)."""
+    return urlsplit(url).path
+
+
+def accept(user, url: str) -> Client:
+    """``user`` (an existing account with the invited email) accepts in a fresh browser session."""
+    c = Client()
+    c.force_login(user)
+    r = c.post(link_path(url), {"op": "accept"})
+    assert r.status_code == 302, r.content
+    return c
+
+
+def sign_up(url: str, password: str = PASSWORD) -> Client:
+    """A new email sets its password on the invite page (and is logged in)."""
+    c = Client()
+    r = c.post(link_path(url), {"password": password, "password_again": password})
+    assert r.status_code == 302, r.content
+    return c
