@@ -27,6 +27,7 @@ urlpatterns = [
     path("console/teams/<int:team_id>/", admin.team_detail, name="team"),
     path("console/members/", admin.members, name="members"),
     path("console/members/<int:user_id>", admin.member_update, name="member-update"),
+    path("console/invitations/<int:invitation_id>/revoke", admin.invitation_revoke, name="invitation-revoke"),
     path("console/agents/", admin.agents, name="agents"),
     path("console/agents/<int:agent_id>/", admin.agent_detail, name="agent"),
     path("console/keys/<int:key_id>/revoke", admin.key_revoke, name="key-revoke"),

@@ -116,11 +116,23 @@ def members(request):
             messages.success(request, _("%(who)s invited.") % {"who": invited.email})
             form = MemberAddForm()
     rows = team_selectors.member_list(actor=actor).order_by("user__username")
+    invitations = None
+    if actor.is_org_admin:  # invitations are for org admins only (teams.access.access_invitation_by_id)
+        invitations = team_selectors.invitation_pending_list(actor=actor).order_by("-id")
     # The link is rendered once, in this response only (only its hash is stored, never redirected).
     return page(request, "frontend/members.html", {
-        "members": rows, "form": form, "role_form": MemberRoleForm(),
+        "members": rows, "form": form, "role_form": MemberRoleForm(), "invitations": invitations,
         "invited": invited, "invite_url": invite_url, "nav": "members",
     }, status=400 if form.is_bound else 200)
+
+
+@require_POST
+@console_view(back="frontend:members")
+def invitation_revoke(request, invitation_id: int):
+    invitation = access.access_invitation_by_id(request.actor, invitation_id)
+    services.invitation_revoke(actor=request.actor, invitation=invitation, request_id=request_id(request))
+    messages.success(request, _("Invitation of %(email)s revoked.") % {"email": invitation.email})
+    return redirect("frontend:members")
 
 
 @require_POST

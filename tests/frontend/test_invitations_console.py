@@ -213,6 +213,8 @@ def test_admin_invites_from_the_members_page_and_sees_the_link_once(world, login
 
     html = admin.get("/console/members/").content.decode()
     assert url not in html and "/invite/" not in html  # only the hash is kept: never shown again
+    assert 'id="invitation-table"' in html and "Colleague@example.com" in html
+    assert f'action="/console/invitations/{inv.id}/revoke"' in html
 
     # The link works.
     r = Client().post(link_path(url), {"password": PASSWORD, "password_again": PASSWORD})
@@ -230,3 +232,27 @@ def test_members_page_refusals_are_form_errors_and_write_nothing(world, login):
     assert r.status_code == 400 and r.context["form"].errors["email"]
     assert admin.post("/console/members/", {"email": "boss@example.com", "role": "owner"}).status_code == 403
     assert Invitation.objects.count() == before
+
+
+def test_only_admins_see_and_manage_invitations_in_the_console(world, login, invited):
+    a, b = world["a"], world["b"]
+    _, mine = invited("pending@example.com")
+    _, theirs = invited("pending@example.com", by=b.owner)
+    member = login(a.member)
+    html = member.get("/console/members/").content.decode()
+    assert 'id="invitation-table"' not in html and "pending@example.com" not in html and 'id="member-add"' not in html
+    assert member.post("/console/members/", {"email": "x@example.com", "role": "member"}).status_code == 403
+    assert member.post(f"/console/invitations/{mine}/revoke").status_code == 403
+    assert login(world["outsider"]).post(f"/console/invitations/{mine}/revoke").status_code == 403
+    admin = login(a.admin)
+    assert admin.post(f"/console/invitations/{theirs}/revoke").status_code == 404
+    assert admin.get(f"/console/invitations/{mine}/revoke").status_code == 405
+    assert Invitation.objects.filter(revoked_at__isnull=False).count() == 0
+    assert f'data-invitation="{mine}"' in admin.get("/console/members/").content.decode()
+
+    r = admin.post(f"/console/invitations/{mine}/revoke", follow=True)
+    assert r.redirect_chain[-1][0] == "/console/members/"
+    assert [str(m) for m in r.context["messages"]] == ["Invitation of pending@example.com revoked."]
+    assert Invitation.objects.get(id=mine).revoked_at is not None
+    assert Invitation.objects.get(id=theirs).revoked_at is None
+    assert f'data-invitation="{mine}"' not in r.content.decode()  # no longer listed as pending
