@@ -96,6 +96,7 @@ class Embedder:
 
     def _embed(self, *, is_query: bool, texts: list[str]) -> np.ndarray | None:
         """This call's vectors, from a model call it makes itself or one it joined."""
+        _release_pooled_connection()
         co, call = self._co, _Call(is_query, texts)
         with co.cv:
             co.pending.append(call)
@@ -142,6 +143,21 @@ class Embedder:
             return
         self._published = (self.state.status, now)
         publish_state(self.state, at=now)
+
+
+def _release_pooled_connection() -> None:
+    """Hands this thread's pooled database connection back before waiting on the model.
+
+    A request takes a connection at its key lookup and would keep it through the model's queue:
+    under concurrent writes the pool's connections (10 per process) were then all held by requests
+    waiting for the model, so pings and reads waited up to the pool timeout (503 "database busy"),
+    and no more than ten callers could be queued for one shared model call. Outside a transaction
+    nothing is lost: the next query takes a connection from the pool again."""
+    from django.db import connection
+
+    if connection.connection is not None and not connection.in_atomic_block and \
+            connection.settings_dict["OPTIONS"].get("pool"):
+        connection.close()
 
 
 def _take(pending: list[_Call], own: _Call) -> list[_Call]:

