@@ -9,15 +9,18 @@ Access is decided at connect and again while the socket lives: a member removed 
 deactivated user, stops receiving within ``RECHECK_SECS`` and the socket is closed; a team or role
 change shows in the session keys it is sent within the same time (the socket's ``Actor`` is
 rebuilt after each re-check). The socket is opened with the console session only
-(``AuthMiddlewareStack``; agent keys have no feed)."""
+(``AuthMiddlewareStack``; agent keys have no feed), and logging that session out closes it
+(``frontend.signals``); the user's other logged-in browsers keep theirs."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.contrib.sessions.backends.base import SessionBase
 
 from memory.selectors import visible_nodes
 from teams.auth import SESSION_ORG_KEY, Actor, actor_for_user, resolve_user_org
@@ -32,7 +35,7 @@ log = logging.getLogger("nylon.events")
 # a deactivated user or a member who left a team gets at most this long of further events.
 RECHECK_SECS = 1.0
 # Application close codes (4000-4999): the same as a refused connect.
-CLOSE_UNAUTHENTICATED = 4401  # the user was deactivated (or deleted)
+CLOSE_UNAUTHENTICATED = 4401  # the user was deactivated (or deleted), or the session logged out
 CLOSE_NOT_MEMBER = 4403  # the user is no longer a member of the socket's org
 
 _clock = time.monotonic  # a module attribute so tests can move time
@@ -57,6 +60,17 @@ def _org_for(user, slug: str | None) -> Organization | None:
     the session's org while the user is still a member of it, else their oldest membership; None
     for a user in no org. (The socket's copy of the session is not written back.)"""
     return resolve_user_org(user, {SESSION_ORG_KEY: slug} if slug else {})
+
+
+def session_group(session_key: str) -> str:
+    """The channel-layer group of one login session's sockets. Hashed: group names are stored in
+    the channel layer's Redis, and a session key is a credential."""
+    return "session." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
+
+
+@database_sync_to_async
+def _session_exists(session: SessionBase, key: str) -> bool:
+    return session.exists(key)
 
 
 def _event_node_ids(event: dict) -> list[int]:
@@ -97,6 +111,16 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         self.actor = _UNKNOWN
         self.revoked = False
         await self.channel_layer.group_add(self.group, self.channel_name)
+        key = getattr(session, "session_key", None)
+        if key:
+            self.session_group = session_group(key)
+            await self.channel_layer.group_add(self.session_group, self.channel_name)
+            # A logout between the session being read for this socket and the join above sent its
+            # close to a group this socket was not yet in: the session row tells.
+            if not await _session_exists(session, key):
+                await self._leave_group()
+                await self.close(code=CLOSE_UNAUTHENTICATED)
+                return
         await self.accept()
 
     async def disconnect(self, code):
@@ -106,6 +130,9 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
             del self.group
+        if hasattr(self, "session_group"):
+            await self.channel_layer.group_discard(self.session_group, self.channel_name)
+            del self.session_group
 
     async def _allowed(self) -> bool:
         """Is the user still an active member of the socket's org? Asked again once the last
@@ -152,3 +179,8 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         if await self._allowed():
             await self.send_json(await self._for_recipient(message["event"]))
 
+    async def session_logout(self, message):
+        """The socket's login session was logged out (``frontend.signals``)."""
+        self.revoked = True
+        await self._leave_group()
+        await self.close(code=CLOSE_UNAUTHENTICATED)

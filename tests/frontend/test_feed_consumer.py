@@ -9,12 +9,18 @@ import json
 import pytest
 from asgiref.sync import async_to_sync
 from asgiref.testing import ApplicationCommunicator
+from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
+from channels.routing import URLRouter
+from django.conf import settings
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from frontend import consumers
 from frontend.consumers import EventsConsumer
+from frontend.routing import websocket_urlpatterns
 from memory.models import MemorySession, Visibility
 from nylon_project import events
 from reflection import services as reflection_services
@@ -335,3 +341,70 @@ def test_a_member_who_leaves_a_team_loses_its_session_keys_within_the_window(wor
 
     async_to_sync(run)()
 
+
+# --- logout closes that session's sockets --------------------------------------------------------------
+
+def _browser(user) -> Client:
+    """A logged-in browser: a real session row, as the login view leaves it."""
+    c = Client()
+    c.force_login(user)
+    return c
+
+
+def _socket_scope(browser: Client) -> dict:
+    cookie = f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}"
+    return {"type": "websocket", "path": "/ws/events/", "headers": [(b"cookie", cookie.encode())],
+            "subprotocols": []}
+
+
+async def _open(app, scope: dict) -> tuple[ApplicationCommunicator, dict]:
+    comm = ApplicationCommunicator(app, scope)
+    await comm.send_input({"type": "websocket.connect"})
+    return comm, await comm.receive_output(timeout=2)
+
+
+def test_logging_out_closes_that_sessions_feed_and_not_the_users_other_browsers(
+        world, django_capture_on_commit_callbacks):
+    a = world["a"]
+    here, elsewhere = _browser(a.member), _browser(a.member)
+    app = AuthMiddlewareStack(URLRouter(websocket_urlpatterns))  # the feed as asgi.py mounts it
+
+    async def run():
+        mine, first = await _open(app, _socket_scope(here))
+        other, second = await _open(app, _socket_scope(elsewhere))
+        assert first["type"] == second["type"] == "websocket.accept"
+        try:
+            await _publish(a.org.id, "memory.woven", capture=django_capture_on_commit_callbacks)
+            assert await _types(mine) == ["memory.woven"] and await _types(other) == ["memory.woven"]
+
+            response = await database_sync_to_async(here.post)(reverse("frontend:logout"))
+            assert response.status_code == 302
+            out = await mine.receive_output(timeout=2)
+            assert out["type"] == "websocket.close" and out["code"] == 4401, out
+
+            await _publish(a.org.id, "conflict.detected", capture=django_capture_on_commit_callbacks)
+            assert await _types(other) == ["conflict.detected"]  # the other browser is still logged in
+            assert await mine.receive_nothing(timeout=0.3)
+        finally:
+            await _close(mine, other)
+
+    async_to_sync(run)()
+
+
+def test_a_logout_while_the_socket_connects_still_closes_it(world):
+    """The logout lands after the socket's session was read but before it joined its session
+    group, so the close message finds nobody: the socket finds the session gone and refuses."""
+    a = world["a"]
+    browser = _browser(a.member)
+
+    async def logout_then_feed(scope, receive, send):
+        response = await database_sync_to_async(browser.post)(reverse("frontend:logout"))
+        assert response.status_code == 302
+        return await EventsConsumer.as_asgi()(scope, receive, send)
+
+    async def run():
+        comm, out = await _open(AuthMiddlewareStack(logout_then_feed), _socket_scope(browser))
+        assert out["type"] == "websocket.close" and out["code"] == 4401, out
+        await comm.wait(timeout=2)
+
+    async_to_sync(run)()
