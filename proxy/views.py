@@ -24,6 +24,7 @@ from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from nylon_project.errors import error_body, error_response
+from nylon_project.request_context import current_request_id, reset_request_id, set_request_id
 
 from . import stats, writeback
 from .bundle import PROTOCOLS, Bundle, build_bundle, run_tool
@@ -53,14 +54,20 @@ def _upstream_client() -> httpx.AsyncClient:
     return client
 
 
-def _db_call(fn, /, *args, **kwargs):
-    """A database-touching call for the executor: fresh connections in, none leaked out."""
+def _db_call(fn, /, *args, request_id: str | None = None, **kwargs):
+    """A database-touching call for the executor: fresh connections in, none leaked out, and the
+    request's id on its log lines and on the tasks it sends (the executor's threads do not inherit
+    the request's context, and a streamed answer finishes after the request's middleware is done)."""
+    rid = request_id or current_request_id()
+
     def run():
+        token = set_request_id(rid)
         close_old_connections()
         try:
             return fn(*args, **kwargs)
         finally:
             close_old_connections()
+            reset_request_id(token)
 
     return run
 
@@ -69,9 +76,9 @@ async def _in_thread(fn, /, *args, **kwargs):
     return await asyncio.get_running_loop().run_in_executor(_executor, _db_call(fn, *args, **kwargs))
 
 
-def _background(fn, /, *args, **kwargs) -> None:
+def _background(fn, /, *args, request_id: str | None = None) -> None:
     """Fire and forget on the executor: nothing the caller waits for (failures are logged)."""
-    future = asyncio.get_running_loop().run_in_executor(_executor, _db_call(fn, *args, **kwargs))
+    future = asyncio.get_running_loop().run_in_executor(_executor, _db_call(fn, *args, request_id=request_id))
     future.add_done_callback(_log_failure)
 
 
@@ -279,7 +286,7 @@ async def _proxy(request, protocol_name: str):
                             content_type=upstream.headers.get("content-type", "application/json"))
     _copy_headers(upstream, response, memory, bundle)
     answer = protocol.answer_text(answer_json) if isinstance(answer_json, dict) and status < 300 else ""
-    _background(after, answer, status < 300)
+    _background(after, answer, status < 300, request_id=getattr(request, "request_id", None))
     return response
 
 
@@ -325,7 +332,9 @@ def _stream(upstream: httpx.Response, protocol, memory: str, bundle, after, requ
         completed = False
         recent = b"\n\n"  # the last bytes relayed, whether captured or not
         try:
-            async for chunk in upstream.aiter_raw():
+            # Decoded bytes: Content-Encoding is not relayed (DROP_RESPONSE), and an upstream may
+            # compress although the request asked for identity.
+            async for chunk in upstream.aiter_bytes():
                 if capture and size < MAX_CAPTURE:
                     kept.append(chunk)
                     size += len(chunk)
@@ -348,7 +357,8 @@ def _stream(upstream: httpx.Response, protocol, memory: str, bundle, after, requ
             # message_stop), often before the upstream closes: that is a finished answer too.
             data = b"".join(kept)
             if completed or protocol.stream_end in data[-256:]:
-                _background(after, _parse_sse(data, protocol) if capture else "", capture)
+                _background(after, _parse_sse(data, protocol) if capture else "", capture,
+                            request_id=getattr(request, "request_id", None))
             await upstream.aclose()
 
     response = StreamingHttpResponse(relay(), status=upstream.status_code,

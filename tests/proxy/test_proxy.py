@@ -232,3 +232,46 @@ def test_stats_per_agent(proxy_server, scripted, world):
     c = APIClient()
     c.force_login(world["b"].owner)
     assert c.get("/api/v1/proxy/stats").json() == {"agents": []}
+
+
+def test_a_stream_the_upstream_gzips_regardless_reaches_the_caller_decoded(proxy_server, scripted, world):
+    """The proxy asks for identity, but an upstream may compress anyway; Content-Encoding is not
+    relayed, so the stream must be relayed decoded (it was relayed as raw gzip, unlabelled)."""
+    _seed(proxy_server, world["a"].key)
+    client = _openai(proxy_server, world["a"].key)
+    scripted.script.append("gzip")
+    messages = [{"role": "user", "content": "When does the staging database password rotate?"}]
+    with client.chat.completions.with_streaming_response.create(model="gpt-test", messages=messages,
+                                                                stream=True) as resp:
+        assert "content-encoding" not in resp.headers
+        pieces = [c.choices[0].delta.content for c in resp.parse() if c.choices and c.choices[0].delta.content]
+    assert "".join(pieces) == f"From memory: {FACT}"
+    _wait_for_leaves(proxy_server, world["a"].key, [f"From memory: {FACT}"])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_write_back_of_a_proxied_answer_logs_the_request_id_in_the_worker(
+        proxy_server, scripted, world, celery_worker_process, stream):
+    """The write-back is sent from the proxy's executor after the answer (for a stream, once its
+    end is relayed, after the request's middleware is done): it must still carry the request id."""
+    import uuid
+    from pathlib import Path
+
+    rid = f"proxy-{uuid.uuid4().hex[:12]}"
+    client = _openai(proxy_server, world["a"].key)
+    question = f"Which request is {rid}?"
+    resp = client.chat.completions.with_raw_response.create(
+        model="gpt-test", messages=[{"role": "user", "content": question}], stream=stream,
+        extra_headers={"X-Request-Id": rid})
+    assert resp.headers["x-request-id"] == rid
+    parsed = resp.parse()
+    if stream:
+        list(parsed)
+    _wait_for_leaves(proxy_server, world["a"].key, [question])
+    deadline = time.time() + 20
+    lines: list[str] = []
+    while time.time() < deadline and not lines:
+        lines = [ln for ln in Path(celery_worker_process["log"]).read_text(errors="replace").splitlines()
+                 if "proxy.write_back" in ln and "succeeded" in ln and f"[{rid}]" in ln]
+        time.sleep(0.2)
+    assert lines, f"no proxy.write_back line of the worker carries {rid}"

@@ -6,7 +6,8 @@ message_stop). It records every request (path, headers, JSON body) for the tests
 It answers like a toy model that reads its system prompt: if the prompt holds recalled memories
 (``[memory N] text``), the answer quotes the one sharing most words with the user's question;
 otherwise it acknowledges the user's message. Tests may push actions, consumed one per request:
-``("tool", query)`` makes the reply a call of the ``memory_resonate`` tool."""
+``("tool", query)`` makes the reply a call of the ``memory_resonate`` tool; ``"gzip"`` makes an OpenAI
+stream gzip-encoded although the request asked for identity."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import json
 import re
 import threading
 import time
+import zlib
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -78,15 +80,23 @@ class ScriptedUpstream:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _sse(self, events: list[str]) -> None:
+            def _sse(self, events: list[str], *, gzip: bool = False) -> None:
+                """``gzip``: compressed whatever the request's Accept-Encoding said, as some servers
+                do, flushed per event so each chunk decodes as it arrives."""
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
+                if gzip:
+                    self.send_header("Content-Encoding", "gzip")
                 self.send_header("x-upstream", "scripted")
                 self.end_headers()
                 upstream.emitted = []
-                for ev in events:
+                packer = zlib.compressobj(wbits=31) if gzip else None
+                for i, ev in enumerate(events):
                     data = ev.encode()
+                    if packer is not None:
+                        last = i == len(events) - 1
+                        data = packer.compress(data) + packer.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
                     self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                     self.wfile.flush()
                     upstream.emitted.append((time.monotonic(), ev))
@@ -140,7 +150,7 @@ class ScriptedUpstream:
         events += [{**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
                    for piece in re.findall(r"\S+\s*", answer)]
         events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-        h._sse([f"data: {json.dumps(e)}\n\n" for e in events] + ["data: [DONE]\n\n"])
+        h._sse([f"data: {json.dumps(e)}\n\n" for e in events] + ["data: [DONE]\n\n"], gzip=action == "gzip")
 
     # -- Anthropic ----------------------------------------------------------------------------
     def _anthropic(self, h, body: dict, action) -> None:
