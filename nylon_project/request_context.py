@@ -5,9 +5,9 @@ in a message header (``before_task_publish``) and the worker restores it around 
 (``task_prerun``/``task_postrun``, wired in ``nylon_project.celery``). ``RequestIdFilter`` puts
 it on every log record, web and worker alike; work that no request started (beat, the worker's
 own housekeeping) logs ``-``. A task sent by a task keeps the id of the request that started the
-chain (the worker's context holds it while the task runs). Not carried: work sent after the
-request's middleware returned or from a thread that did not copy its context (a streamed body,
-the proxy's executor for its write-back), which logs ``-`` like beat work."""
+chain (the worker's context holds it while the task runs). Work sent after the request's
+middleware returned, or from a thread that did not copy its context, logs ``-`` like beat work
+unless it sets the id itself, as the proxy's write-back does (``proxy.views._db_call``)."""
 
 from __future__ import annotations
 
