@@ -20,7 +20,8 @@ their session dates), repeated ``--reps`` times as distinct sessions and event i
         (vectors, entity/similarity edges) in process too: the whole deferred path;
   (d)   single writes (``POST memories/weave``, one turn, embedded and linked before the answer)
         under ``--clients`` concurrent clients, p50/p95, against ``GET /api/v1/ping`` (the same
-        authentication, throttle and rendering, no work) on the same server.
+        authentication, throttle and rendering, no work) on the same server; (d2) pings from 4
+        clients while ``--clients`` clients weave without pause (reads while writes queue for the model).
 
 (a)-(b2) run ``--runs`` times, interleaved; medians are printed. The 1-minute load average is
 printed too: the machine is shared.
@@ -288,6 +289,42 @@ async def _phase(url: str, key: str, clients: int, per_client: int, kind: str, t
     return lat
 
 
+async def _mixed(url: str, key: str, clients: int, pingers: int, pings: int) -> tuple[list[float], float]:
+    """(d2) Reads while writes queue for the model: ``clients`` clients weave without pause while
+    ``pingers`` clients each send ``pings`` pings. Returns the pings' latencies and weaves/s."""
+    headers = {"Authorization": f"Bearer {key}"}
+    lat: list[float] = []
+    weaves = 0
+    done = asyncio.Event()
+    limits = httpx.Limits(max_connections=clients + pingers, max_keepalive_connections=clients + pingers)
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=600, limits=limits) as c:
+        async def weaver(ci: int) -> None:
+            nonlocal weaves
+            i = 0
+            while not done.is_set():
+                r = await c.post("/api/v1/memories/weave", json={
+                    "text": f"Mixed note {ci}-{i}: the build server {ci} rotates its logs every {i} hours.",
+                    "speaker": f"client-{ci}", "session_key": f"mixed-{ci}"})
+                weaves += r.status_code == 201
+                i += 1
+
+        async def pinger() -> None:
+            await asyncio.sleep(1.0)  # the weavers are queued for the model by then
+            for _ in range(pings):
+                t = time.perf_counter()
+                r = await c.get("/api/v1/ping")
+                if r.status_code == 200:
+                    lat.append((time.perf_counter() - t) * 1000)
+                await asyncio.sleep(0.05)
+
+        t0 = time.perf_counter()
+        weavers = [asyncio.create_task(weaver(ci)) for ci in range(clients)]
+        await asyncio.gather(*(pinger() for _ in range(pingers)))
+        done.set()
+        await asyncio.gather(*weavers)
+    return lat, weaves / (time.perf_counter() - t0)
+
+
 def pct(xs: list[float], p: float) -> float:
     return float(np.percentile(xs, p))
 
@@ -365,6 +402,7 @@ def main() -> None:
 
         lat: dict[str, list[list[float]]] = {"ping": [], "weave": []}
         refused: dict[str, dict[int, int]] = {"ping": {}, "weave": {}}
+        mixed: list[float] = []
         if "d" not in skip:
             wd = World("d")
             asyncio.run(_phase(server.url, wd.key, args.clients, 2, "weave", "warm", {}))
@@ -374,6 +412,11 @@ def main() -> None:
                                                         f"{rnd}", refused[kind])))
                     print(f"(d) {kind} round {rnd + 1}: p50 {pct(lat[kind][-1], 50):.1f} ms, "
                           f"p95 {pct(lat[kind][-1], 95):.1f} ms, refused {refused[kind]}; {load()}", flush=True)
+            for rnd in range(2):
+                ping_lat, rate = asyncio.run(_mixed(server.url, wd.key, args.clients, 4, 15))
+                mixed.extend(ping_lat)
+                print(f"(d2) round {rnd + 1}: pings while {args.clients} clients weave: p50 {pct(ping_lat, 50):.1f} ms, "
+                      f"p95 {pct(ping_lat, 95):.1f} ms ({len(ping_lat)} pings, {rate:.1f} weaves/s); {load()}", flush=True)
             drop_org(wd.slug)
         drop_org(warm.slug)
     finally:
@@ -410,6 +453,9 @@ def main() -> None:
               f"p95 {pct(ping, 95):.1f} ms; weave p50 {pct(weave, 50):.1f} ms p95 {pct(weave, 95):.1f} ms; "
               f"ratio p50 {pct(weave, 50) / pct(ping, 50):.1f}x, p95 {pct(weave, 95) / pct(ping, 95):.1f}x; "
               f"refused (not timed): ping {refused['ping']}, weave {refused['weave']}")
+    if mixed:
+        print(f"(d2) pings (4 clients) while {args.clients} clients weave: p50 {pct(mixed, 50):.1f} ms, "
+              f"p95 {pct(mixed, 95):.1f} ms; against pings alone (d) p50 {pct(ping, 50):.1f} ms")
 
 
 if __name__ == "__main__":
