@@ -89,7 +89,13 @@ def _embedder() -> dict:
     out = emb.state.as_dict()
     # Workers (and other web processes) embed with embedders of their own: one failing there
     # leaves this process's fine, and writes' vectors missing.
-    failing = {proc: s for proc, s in shared_states().items() if s.get("status") == "degraded"}
+    try:
+        others = shared_states()
+    except Exception as exc:  # Redis down: its own check says so; this one keeps to this process
+        out["detail"] = "; ".join(filter(None, [out["detail"], f"other processes' states unavailable: "
+                                                               f"{type(exc).__name__}"]))
+        return out
+    failing = {proc: s for proc, s in others.items() if s.get("status") == "degraded"}
     if failing:
         now = time.time()
         out["status"] = "degraded"

@@ -112,3 +112,17 @@ def test_this_process_reads_its_own_state_not_its_published_one():
         assert _embedder_check()["checks"]["embedder"]["status"] == "ok"
     finally:
         client.delete(key)
+
+
+def test_with_redis_down_the_embedder_check_reports_this_process_instead_of_failing():
+    from django.test import override_settings
+
+    from nylon_project import health
+    from nylon_project.live import free_port
+
+    dead = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                        "LOCATION": f"redis://127.0.0.1:{free_port()}/0"}}
+    with override_settings(CACHES=dead):
+        check = health._timed(health._embedder)
+    assert check["status"] == "ok", check  # the redis check reports the outage, not this one
+    assert "other processes' states unavailable" in check["detail"]
