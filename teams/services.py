@@ -265,10 +265,23 @@ def _send_invitation_email(*, invitation_id: int, email: str, org_name: str, rol
         log.warning("invitation %s: email not sent", invitation_id, exc_info=True)
 
 
+def _lock_invitation(invitation: Invitation) -> Invitation | None:
+    """The invitation as it is now, locked, or None (its org was deleted meanwhile).
+
+    The org row is locked first: ``member_invite`` (and every role change, ``_lock_membership``)
+    locks the org and then writes the org's invitations, while this transaction's own inserts
+    (the audit row, the membership) wait for the org row. Locking the invitation first deadlocked
+    with a re-invite of the same email, and Postgres failed one of the two requests."""
+    Organization.objects.select_for_update().filter(pk=invitation.org_id).first()
+    return Invitation.objects.select_for_update(of=("self",)).select_related("org").filter(pk=invitation.pk).first()
+
+
 @transaction.atomic
 def invitation_revoke(*, actor: Actor, invitation: Invitation, request_id: str = "") -> Invitation:
     require_org_admin(actor, action="invitation management")
-    invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
+    invitation = _lock_invitation(invitation)
+    if invitation is None:
+        raise Http404
     if invitation.accepted_at is not None:
         raise ValidationError({"invitation": ["This invitation was accepted; remove the member instead."]})
     if invitation.revoked_at is None:
@@ -282,7 +295,7 @@ def invitation_revoke(*, actor: Actor, invitation: Invitation, request_id: str =
 def _lock_open_invitation(invitation: Invitation) -> Invitation:
     """The invitation as it is now, locked: concurrent accepts (or an accept and a revoke) of one
     link are serialised, and the second finds it closed."""
-    fresh = Invitation.objects.select_for_update().select_related("org").filter(pk=invitation.pk).first()
+    fresh = _lock_invitation(invitation)
     if fresh is None:  # its org was deleted meanwhile
         raise Http404
     if fresh.status != InvitationStatus.PENDING:

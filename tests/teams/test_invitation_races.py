@@ -11,7 +11,7 @@ from django.db import close_old_connections, connection, transaction
 
 from teams import services
 from teams.auth import actor_for_user
-from teams.models import Invitation, Membership
+from teams.models import Invitation, Membership, Organization
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -77,3 +77,67 @@ def test_two_invites_of_one_email_leave_one_open_link(world):
     open_ = Invitation.objects.filter(org=a.org, email__iexact="same@example.com", revoked_at__isnull=True)
     assert list(open_.values_list("id", flat=True)) == [second[0].id]
     assert Invitation.objects.get(id=first[0].id).revoked_at is not None
+
+
+def _waiting_on_a_lock() -> int:
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
+        return cur.fetchone()[0]
+
+
+def _while_reinviting(world, other):
+    """Runs ``other(invitation)`` in a thread while this thread re-invites the invitation's email
+    (which revokes it), with the re-invite's first step (the org row lock) taken before ``other``
+    starts: the interleaving in which the two meet at the invitation row. Returns what each
+    returned or raised."""
+    a, b = world["a"], world["b"]
+    actor = actor_for_user(a.admin, a.org)
+    invitation, _ = services.member_invite(actor=actor, email=b.member.email, role="member",
+                                           base_url="http://testserver")
+    results = {}
+
+    def run():
+        try:
+            results["other"] = other(invitation)
+        except Exception as exc:
+            results["other"] = exc
+        finally:
+            connection.close()
+
+    t = threading.Thread(target=run)
+    try:
+        with transaction.atomic():
+            Organization.objects.select_for_update().get(pk=a.org.pk)  # member_invite's first step
+            t.start()
+            deadline = time.monotonic() + 10
+            while not _waiting_on_a_lock() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            results["invite"] = services.member_invite(actor=actor, email=b.member.email.upper(), role="admin",
+                                                       base_url="http://testserver")
+    except Exception as exc:
+        results["invite"] = exc
+    t.join(30)
+    close_old_connections()
+    return invitation, results
+
+
+@pytest.mark.parametrize("op", ["revoke", "accept", "decline"])
+def test_a_reinvite_meeting_a_revoke_accept_or_decline_does_not_deadlock(world, op):
+    a, b = world["a"], world["b"]
+    calls = {
+        "revoke": lambda inv: services.invitation_revoke(actor=actor_for_user(a.owner, a.org), invitation=inv),
+        "accept": lambda inv: services.invitation_accept(invitation=inv, user=b.member),
+        "decline": lambda inv: services.invitation_decline(invitation=inv, user=b.member),
+    }
+    invitation, results = _while_reinviting(world, calls[op])
+    assert not isinstance(results["invite"], Exception), results
+    # The re-invite went first (it held the org): the old link was revoked, and the other call
+    # found it closed (or, for a revoke, already revoked: no change).
+    if op == "revoke":
+        assert not isinstance(results["other"], Exception), results
+    else:
+        assert isinstance(results["other"], services.InvitationClosed), results
+    assert Invitation.objects.get(id=invitation.id).status == "revoked"
+    assert Invitation.objects.get(id=results["invite"][0].id).status == "pending"
+    assert not Membership.objects.filter(org=a.org, user=b.member).exists()
