@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -231,7 +232,23 @@ LOGIN_URL = "/login/"
 # backend, explicitly: Django's default would try an SMTP server on localhost) and the admin
 # passes on the link the API and the console show once.
 NYLON_INVITE_TTL_DAYS = env_int("NYLON_INVITE_TTL_DAYS", 7)
+# The console's public address, scheme://host[:port]: invitation links start with it. Unset, a link
+# is built from the admin's own request, i.e. from its Host header as the proxy passed it on
+# (an internal name behind a proxy that rewrites Host, and whatever a client sent under a
+# permissive ALLOWED_HOSTS). Fine for a link shown to the admin on one machine; a mailed one needs it.
+NYLON_PUBLIC_URL = os.environ.get("NYLON_PUBLIC_URL", "").strip().rstrip("/")
+if NYLON_PUBLIC_URL:
+    _public = urlsplit(NYLON_PUBLIC_URL)
+    if (_public.scheme not in {"http", "https"} or not _public.hostname or "@" in _public.netloc
+            or _public.path or _public.query or _public.fragment):
+        raise ImproperlyConfigured(
+            f"NYLON_PUBLIC_URL: {NYLON_PUBLIC_URL!r} must be scheme://host[:port], e.g. https://nylon.example.com")
 NYLON_EMAIL_HOST = os.environ.get("NYLON_EMAIL_HOST", "").strip()
+if NYLON_EMAIL_HOST and not NYLON_PUBLIC_URL:
+    # A mailed link built from a request header would let whoever shapes that header (a proxy, a
+    # client under ALLOWED_HOSTS=*) send people a link to another host from our own address.
+    raise ImproperlyConfigured("NYLON_EMAIL_HOST is set without NYLON_PUBLIC_URL: mailed invitation links "
+                               "need the console's public address, e.g. NYLON_PUBLIC_URL=https://nylon.example.com")
 if NYLON_EMAIL_HOST:
     EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     EMAIL_HOST = NYLON_EMAIL_HOST

@@ -205,13 +205,15 @@ def _max_username_length() -> int:
 def member_invite(*, actor: Actor, email: str, role: str, base_url: str,
                   request_id: str = "") -> tuple[Invitation, str]:
     """Invites ``email`` to the actor's org with ``role``; returns the invitation and its link
-    (``base_url`` + ``/invite/<token>``), which exists only in this return value and the email.
+    (``NYLON_PUBLIC_URL`` + ``/invite/<token>``; the caller's ``base_url``, its request's own
+    address, only when that is unset), which exists only in this return value and the email.
 
     Nobody becomes a member here: an existing account is never added without its owner's consent,
     and the answer is the same whether an account has this email or not (only an account that is
     already a member is refused, and the admin sees those anyway). Inviting an email that has an
     open invitation revokes it and issues a new link (a resend). The link is mailed after commit
-    when ``NYLON_EMAIL_HOST`` is set; otherwise the admin passes it on."""
+    when ``NYLON_EMAIL_HOST`` is set (never one built from ``base_url``); otherwise the admin
+    passes it on."""
     _check_role_change(actor, old=None, new=role)
     email = email.strip()
     # A new account's username is the email (``_user_for_new_email``): a format rule, refused for
@@ -241,8 +243,11 @@ def member_invite(*, actor: Actor, email: str, role: str, base_url: str,
                                          "try again."]}) from None
     audit.record(actor=actor, action="member.invite", object_type="invitation", object_id=invitation.id,
                  detail={"email": email.lower(), "role": role, "replaced": replaced}, request_id=request_id)
-    url = base_url.rstrip("/") + _invite_path(token)
-    if settings.NYLON_EMAIL_HOST:
+    url = (settings.NYLON_PUBLIC_URL or base_url).rstrip("/") + _invite_path(token)
+    if settings.NYLON_EMAIL_HOST and not settings.NYLON_PUBLIC_URL:
+        # (settings refuse this pair; only an override reaches it) The link came from the request.
+        log.warning("invitation %s: not mailed, NYLON_PUBLIC_URL is not set", invitation.id)
+    elif settings.NYLON_EMAIL_HOST:
         inviter = actor.user.get_username() if actor.user is not None else ""
         transaction.on_commit(partial(_send_invitation_email, invitation_id=invitation.id, email=email,
                                       org_name=actor.org.name, role=invitation.get_role_display(),

@@ -188,6 +188,7 @@ def test_invite_is_audited(world, client_for):
 def test_email_is_sent_after_commit_when_mail_is_configured(world, client_for, settings, mailoutbox,
                                                             django_capture_on_commit_callbacks):
     settings.NYLON_EMAIL_HOST = "smtp.example.com"  # the test runner's locmem backend receives it
+    settings.NYLON_PUBLIC_URL = "https://nylon.example.com"  # required with mail (settings)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         body = invite(client_for(world["a"].admin), "mailme@example.com", "admin")
     assert mailoutbox == []  # not before the invitation is committed
@@ -211,7 +212,7 @@ def test_a_failed_send_is_logged_and_the_invitation_stands(world, client_for, se
     with socket.socket() as s:  # a port nothing listens on: the SMTP connection is refused
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    settings.NYLON_EMAIL_HOST = "127.0.0.1"
+    settings.NYLON_EMAIL_HOST, settings.NYLON_PUBLIC_URL = "127.0.0.1", "https://nylon.example.com"
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", port, 2
     with caplog.at_level(logging.WARNING, logger="nylon.invitations"), \

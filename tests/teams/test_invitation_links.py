@@ -1,0 +1,96 @@
+"""Where an invitation link points: the configured public address (NYLON_PUBLIC_URL), never a
+Host header someone could choose, and a mailed link only ever from that setting. Settings are
+read once per process, so the configuration checks import them in a subprocess of their own."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+from .invites import invite
+
+ROOT = Path(__file__).resolve().parents[2]
+PUBLIC = "https://nylon.example.com"
+
+
+@pytest.fixture
+def spoofable(settings):
+    """Any Host is accepted (an operator's ALLOWED_HOSTS=*, or a proxy passing Host on as sent)."""
+    settings.ALLOWED_HOSTS = ["*"]
+    settings.NYLON_PUBLIC_URL = PUBLIC
+
+
+@pytest.mark.django_db
+def test_api_link_starts_with_the_public_url_whatever_the_host_header(world, client_for, spoofable):
+    body = invite(client_for(world["a"].admin), "host@example.com", HTTP_HOST="evil.example")
+    assert body["invite_url"].startswith(f"{PUBLIC}/invite/"), body["invite_url"]
+
+
+@pytest.mark.django_db
+def test_console_link_starts_with_the_public_url_whatever_the_host_header(world, spoofable):
+    admin = Client()
+    admin.force_login(world["a"].admin)
+    r = admin.post("/console/members/", {"email": "host@example.com", "role": "member"},
+                                     HTTP_HOST="evil.example")
+    assert r.status_code == 200
+    assert r.context["invite_url"].startswith(f"{PUBLIC}/invite/"), r.context["invite_url"]
+
+
+@pytest.mark.django_db
+def test_mailed_link_is_the_public_one(world, client_for, spoofable, settings, mailoutbox,
+                                       django_capture_on_commit_callbacks):
+    settings.NYLON_EMAIL_HOST = "smtp.example.com"
+    with django_capture_on_commit_callbacks(execute=True):
+        body = invite(client_for(world["a"].admin), "mail@example.com", HTTP_HOST="evil.example")
+    (mail,) = mailoutbox
+    assert body["invite_url"] in mail.body and "evil.example" not in mail.body
+
+
+@pytest.mark.django_db
+def test_without_a_public_url_nothing_is_mailed(world, client_for, settings, mailoutbox, caplog,
+                                                django_capture_on_commit_callbacks):
+    # Only reachable by overriding settings (the settings refuse this combination): the link
+    # would come from the request's Host header, so it is not mailed; the admin still has it.
+    settings.NYLON_EMAIL_HOST, settings.NYLON_PUBLIC_URL = "smtp.example.com", ""
+    with caplog.at_level(logging.WARNING, logger="nylon.invitations"), \
+            django_capture_on_commit_callbacks(execute=True):
+        body = invite(client_for(world["a"].admin), "nomail@example.com")
+    assert mailoutbox == []
+    assert body["invite_url"].startswith("http://testserver/invite/")
+    assert any("NYLON_PUBLIC_URL" in r.getMessage() for r in caplog.records)
+
+
+def _settings(tmp_path, **env: str) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("NYLON_", "CELERY_")) and k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
+    # Remote URLs: nothing embedded is started, and nothing connects on import.
+    env = {**base, "DATABASE_URL": "postgresql://nylon:pw@db.example.invalid:5432/nylon",
+           "REDIS_URL": "redis://redis.example.invalid:6379/0", "NYLON_HOME": str(tmp_path), "NYLON_DB_POOL": "0",
+           "NYLON_SECRET_KEY": "k" * 50, **env}
+    code = ("import json, nylon_project.settings as s; "
+            "print(json.dumps({n: getattr(s, n, None) for n in ['NYLON_PUBLIC_URL', 'EMAIL_BACKEND']}))")
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_mail_needs_the_public_url(tmp_path):
+    r = _settings(tmp_path, NYLON_EMAIL_HOST="smtp.example.com")
+    assert r.returncode != 0 and "NYLON_PUBLIC_URL" in r.stderr, r.stderr[-2000:]
+    r = _settings(tmp_path, NYLON_EMAIL_HOST="smtp.example.com", NYLON_PUBLIC_URL=f"{PUBLIC}/")
+    assert r.returncode == 0, r.stderr[-2000:]
+    values = json.loads(r.stdout.strip().splitlines()[-1])
+    assert values == {"NYLON_PUBLIC_URL": PUBLIC, "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend"}
+
+
+@pytest.mark.parametrize("value", ["nylon.example.com", "ftp://nylon.example.com", "https://nylon.example.com/app",
+                                   "https://nylon.example.com/?x=1", "https://user@nylon.example.com"])
+def test_a_public_url_that_is_not_scheme_host_port_is_refused(tmp_path, value):
+    r = _settings(tmp_path, NYLON_PUBLIC_URL=value)
+    assert r.returncode != 0 and "NYLON_PUBLIC_URL" in r.stderr, r.stderr[-2000:]
