@@ -339,9 +339,12 @@ LOGGING = {
     "disable_existing_loggers": False,
     # request_id: the API request a line belongs to, in the web process and in the worker alike
     # ("-" outside one); nylon_project.request_context.
-    "filters": {"request_id": {"()": "nylon_project.request_context.RequestIdFilter"}},
+    # invite_tokens: an invitation link's token never reaches a log line (teams.logfilters).
+    "filters": {"request_id": {"()": "nylon_project.request_context.RequestIdFilter"},
+                "invite_tokens": {"()": "teams.logfilters.InviteTokenFilter"}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["request_id"]}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
+                             "filters": ["request_id", "invite_tokens"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("NYLON_LOG_LEVEL", "INFO")},
     "loggers": {"pgserver": {"level": "WARNING"}},
 }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import logging
 from datetime import timedelta
 
 import pytest
@@ -256,3 +258,32 @@ def test_only_admins_see_and_manage_invitations_in_the_console(world, login, inv
     assert Invitation.objects.get(id=mine).revoked_at is not None
     assert Invitation.objects.get(id=theirs).revoked_at is None
     assert f'data-invitation="{mine}"' not in r.content.decode()  # no longer listed as pending
+
+
+# --- the link's token stays out of the logs ---------------------------------------------------------
+
+
+@pytest.fixture
+def server_log():
+    """What the configured log handler (settings.LOGGING's "console") writes, as text."""
+    handler = next(h for h in logging.getLogger().handlers
+                   if any(type(f).__name__ == "RequestIdFilter" for f in h.filters))
+    stream = io.StringIO()
+    old = handler.setStream(stream)
+    yield stream
+    handler.setStream(old)
+
+
+def test_a_live_links_token_is_not_logged(world, invited, login, server_log):
+    # Django logs every 4xx with its path, and a link that answers 400 or 403 still works: its
+    # token in the web log would be a working invitation for whoever reads the logs.
+    path, inv_id = invited("logged@example.com")
+    token = path.rsplit("/", 1)[-1]
+    assert Client().post(path, {"password": "short", "password_again": "short"}).status_code == 400
+    assert login(world["outsider"]).get(path).status_code == 403
+    assert Client(enforce_csrf_checks=True).post(path, {"password": PASSWORD,
+                                                        "password_again": PASSWORD}).status_code == 403
+    text = server_log.getvalue()
+    assert text.count("/invite/") >= 3, text  # the lines are there, without the token
+    assert token not in text, text
+    assert Invitation.objects.get(id=inv_id).status == "pending"
