@@ -420,9 +420,37 @@ def member_set_role(*, actor: Actor, membership: Membership, role: str, request_
     old = membership.role
     membership.role = role
     membership.save(update_fields=["role"])
+    detail = {"from": old, "to": role}
+    revoked = _revoke_invitations_beyond(membership, role=role)
+    if revoked:
+        detail["revoked_invitations"] = revoked
     audit.record(actor=actor, action="member.role", object_type="user", object_id=membership.user_id,
-                 detail={"from": old, "to": role}, request_id=request_id)
+                 detail=detail, request_id=request_id)
     return membership
+
+
+def _grantable_roles(role: str | None) -> set[str]:
+    """The roles a member with ``role`` may invite with (``_check_role_change``); None: not a member."""
+    if role == Role.OWNER:
+        return set(Role.values)
+    if role == Role.ADMIN:
+        return {Role.ADMIN, Role.MEMBER}
+    return set()
+
+
+def _revoke_invitations_beyond(membership: Membership, *, role: str | None) -> list[int]:
+    """Revokes the open invitations the member issued that ``role`` (None: removed) may no longer
+    issue; returns their ids. An invitation carries its inviter's authority: a demoted or removed
+    admin must not keep a way back in (an invitation of another address of theirs) nor hand out a
+    role they can no longer grant. The caller holds the org row (``_lock_membership``), as an
+    invite does, so no invitation of theirs is being made meanwhile."""
+    open_ = (Invitation.objects.filter(org_id=membership.org_id, invited_by_id=membership.user_id,
+                                       accepted_at__isnull=True, revoked_at__isnull=True)
+             .exclude(role__in=_grantable_roles(role)))
+    ids = sorted(open_.values_list("id", flat=True))
+    if ids:
+        open_.update(revoked_at=timezone.now())
+    return ids
 
 
 def _ensure_other_owner(membership: Membership) -> None:
@@ -438,8 +466,9 @@ def member_remove(*, actor: Actor, membership: Membership, request_id: str = "")
     if membership.role == Role.OWNER:
         _ensure_other_owner(membership)
     TeamMembership.objects.filter(org=actor.org, user_id=membership.user_id).delete()
+    revoked = _revoke_invitations_beyond(membership, role=None)
     audit.record(actor=actor, action="member.remove", object_type="user", object_id=membership.user_id,
-                 request_id=request_id)
+                 detail={"revoked_invitations": revoked} if revoked else None, request_id=request_id)
     membership.delete()
 
 

@@ -237,3 +237,40 @@ def test_invitations_are_in_the_openapi_schema(client_for, world):
     assert set(paths["/api/v1/invitations/{invitation_id}"]) == {"delete"}
     created = paths["/api/v1/members"]["post"]["responses"]["201"]["content"]["application/json"]["schema"]
     assert created["$ref"].endswith("/InvitationCreatedOutput")
+
+
+def test_an_inviters_pending_invitations_end_with_their_right_to_grant_them(world, client_for):
+    # An invitation carries its inviter's authority: an admin who is demoted or removed must not
+    # keep a way back in (an invitation of a second address of theirs, as admin) nor hand out
+    # roles they can no longer grant.
+    a = world["a"]
+    owner = client_for(a.owner)
+    assert owner.patch(f"/api/v1/members/{a.admin.id}", {"role": "owner"}, format="json").status_code == 200
+    by_admin = client_for(a.admin)
+    as_owner = invite(by_admin, "second-owner@example.com", "owner")
+    as_admin = invite(by_admin, "alt-admin@example.com", "admin")
+    as_member = invite(by_admin, "colleague@example.com")
+    others = invite(owner, "untouched@example.com", "owner")  # another inviter's
+
+    def status(body):
+        return Invitation.objects.get(id=body["id"]).status
+
+    # owner -> admin: may no longer grant the owner role.
+    assert owner.patch(f"/api/v1/members/{a.admin.id}", {"role": "admin"}, format="json").status_code == 200
+    assert [status(b) for b in (as_owner, as_admin, as_member, others)] == ["revoked", "pending", "pending", "pending"]
+    ev = AuditEvent.objects.filter(org=a.org, action="member.role").latest("id")
+    assert ev.detail["revoked_invitations"] == [as_owner["id"]]
+    assert client_for(None).get(link_path(as_owner["invite_url"])).status_code == 410
+
+    # admin -> member: invites nobody any more.
+    assert owner.patch(f"/api/v1/members/{a.admin.id}", {"role": "member"}, format="json").status_code == 200
+    assert [status(b) for b in (as_admin, as_member, others)] == ["revoked", "revoked", "pending"]
+
+    # Removed: whatever they issued as an admin again is revoked too.
+    assert owner.patch(f"/api/v1/members/{a.admin.id}", {"role": "admin"}, format="json").status_code == 200
+    again = invite(by_admin, "alt-admin@example.com", "admin")
+    assert owner.delete(f"/api/v1/members/{a.admin.id}").status_code == 204
+    assert status(again) == "revoked" and status(others) == "pending"
+    ev = AuditEvent.objects.filter(org=a.org, action="member.remove").latest("id")
+    assert ev.detail["revoked_invitations"] == [again["id"]]
+    assert not Membership.objects.filter(org=a.org, user__email__iexact="alt-admin@example.com").exists()
