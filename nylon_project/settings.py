@@ -232,6 +232,8 @@ LOGIN_URL = "/login/"
 # backend, explicitly: Django's default would try an SMTP server on localhost) and the admin
 # passes on the link the API and the console show once.
 NYLON_INVITE_TTL_DAYS = env_int("NYLON_INVITE_TTL_DAYS", 7)
+# Invitations an org may issue in any hour, resends included (0: no cap): each may mail a stranger.
+NYLON_INVITES_PER_HOUR = env_int("NYLON_INVITES_PER_HOUR", 100)
 # The console's public address, scheme://host[:port]: invitation links start with it. Unset, a link
 # is built from the admin's own request, i.e. from its Host header as the proxy passed it on
 # (an internal name behind a proxy that rewrites Host, and whatever a client sent under a

@@ -194,7 +194,9 @@ class MemberListApi(Api):
                    "opens invite_url and accepts (an existing account signs in, a new email sets a "
                    "password). Inviting an email again revokes its open invitation and issues a new link. "
                    "The answer is the same whether an account has the email or not; an account that is "
-                   "already a member is a 400 on email. The link is also emailed when mail is configured.")
+                   "already a member is a 400 on email. The link is also emailed when mail is configured. "
+                   "An org issues at most NYLON_INVITES_PER_HOUR (100) invitations in any hour, resends "
+                   "included: past it a 429 with Retry-After.")
     def post(self, request):
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)

@@ -16,7 +16,7 @@ from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import PermissionDenied, Throttled, ValidationError
 
 from assets import audit
 from assets.services import promotions_withdraw_for_team
@@ -39,6 +39,7 @@ from .models import (
 
 User = get_user_model()
 log = logging.getLogger("nylon.invitations")
+INVITE_RATE_WINDOW = timedelta(hours=1)
 
 
 def _unique_slug(base: str, exists) -> str:
@@ -227,6 +228,7 @@ def member_invite(*, actor: Actor, email: str, role: str, base_url: str,
     if Membership.objects.filter(org=actor.org, user__email__iexact=email).exists():
         raise ValidationError({"email": ["Already a member."]})
     now = timezone.now()
+    _check_invite_rate(actor.org, now)
     open_ = Invitation.objects.filter(org=actor.org, email__iexact=email, accepted_at__isnull=True,
                                       revoked_at__isnull=True)
     replaced = sorted(open_.values_list("id", flat=True))
@@ -253,6 +255,21 @@ def member_invite(*, actor: Actor, email: str, role: str, base_url: str,
                                       org_name=actor.org.name, role=invitation.get_role_display(),
                                       inviter=inviter, url=url, expires_at=invitation.expires_at))
     return invitation, url
+
+
+def _check_invite_rate(org: Organization, now) -> None:
+    """At most ``NYLON_INVITES_PER_HOUR`` invitations per org in any hour (0: no cap), resends
+    included: each may mail a stranger from the operator's address, and the console has no API
+    throttle. Counted from the rows under the org lock the caller holds, so the cap is exact."""
+    cap = settings.NYLON_INVITES_PER_HOUR
+    if cap <= 0:
+        return
+    recent = Invitation.objects.filter(org=org, created_at__gt=now - INVITE_RATE_WINDOW).order_by("-created_at")
+    times = list(recent.values_list("created_at", flat=True)[:cap])
+    if len(times) >= cap:
+        wait = (times[-1] + INVITE_RATE_WINDOW - now).total_seconds()
+        raise Throttled(wait=max(wait, 1), detail=f"At most {cap} invitations an hour per organisation; "
+                                                  f"try again in {max(int(wait) // 60, 1)} minutes.")
 
 
 def _send_invitation_email(*, invitation_id: int, email: str, org_name: str, role: str, inviter: str, url: str,

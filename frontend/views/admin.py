@@ -103,6 +103,7 @@ def members(request):
     actor = request.actor
     form = MemberAddForm(request.POST or None)
     invited, invite_url = None, None
+    status = 400 if form.is_bound else 200
     if request.method == "POST" and form.is_valid():
         try:
             invited, invite_url = services.member_invite(actor=actor, base_url=request.build_absolute_uri("/"),
@@ -111,10 +112,13 @@ def members(request):
             # The service's refusals (already a member, too long) belong on the form's fields, shown
             # with the 400 below, like the form's own errors.
             add_form_errors(form, exc.detail)
+        except drf.Throttled as exc:  # the org's hourly cap of invitations (the API's 429)
+            add_form_errors(form, exc.detail)
+            status = 429
         else:
             # Only what the admin typed: whether an account has this email is not theirs to learn.
             messages.success(request, _("%(who)s invited.") % {"who": invited.email})
-            form = MemberAddForm()
+            form, status = MemberAddForm(), 200
     rows = team_selectors.member_list(actor=actor).order_by("user__username")
     invitations = None
     if actor.is_org_admin:  # invitations are for org admins only (teams.access.access_invitation_by_id)
@@ -123,7 +127,7 @@ def members(request):
     return page(request, "frontend/members.html", {
         "members": rows, "form": form, "role_form": MemberRoleForm(), "invitations": invitations,
         "invited": invited, "invite_url": invite_url, "nav": "members",
-    }, status=400 if form.is_bound else 200)
+    }, status=status)
 
 
 @require_POST

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
 from django.utils import timezone
 
 from assets.models import AuditEvent
@@ -274,3 +275,30 @@ def test_an_inviters_pending_invitations_end_with_their_right_to_grant_them(worl
     ev = AuditEvent.objects.filter(org=a.org, action="member.remove").latest("id")
     assert ev.detail["revoked_invitations"] == [again["id"]]
     assert not Membership.objects.filter(org=a.org, user__email__iexact="alt-admin@example.com").exists()
+
+
+def test_invitations_per_org_and_hour_are_capped(world, client_for, settings):
+    # Each invitation may send an email from the operator's address: an admin (or a stolen admin
+    # session, in the console, where no API throttle applies) must not turn Nylon into a mailer.
+    settings.NYLON_INVITES_PER_HOUR = 3
+    a, b = world["a"], world["b"]
+    c = client_for(a.admin)
+    first = invite(c, "one@example.com")
+    invite(c, "two@example.com")
+    invite(c, "ONE@example.com")  # a resend counts: it is another email
+    invitations, events = Invitation.objects.count(), AuditEvent.objects.filter(action="member.invite").count()
+    r = c.post("/api/v1/members", {"email": "four@example.com"}, format="json")
+    assert r.status_code == 429, r.content
+    assert r.json()["error"]["code"] == "throttled" and 3000 <= int(r["Retry-After"]) <= 3600
+    assert (Invitation.objects.count(), AuditEvent.objects.filter(action="member.invite").count()) == (
+        invitations, events)
+    # The console is bounded by the same count: a form error, nothing written.
+    admin = Client()
+    admin.force_login(a.owner)
+    r = admin.post("/console/members/", {"email": "four@example.com", "role": "member"})
+    assert r.status_code == 429 and "invitations" in " ".join(r.context["form"].non_field_errors())
+    assert Invitation.objects.count() == invitations
+    # Another org has its own count; and an hour later this one may invite again.
+    invite(client_for(b.owner), "four@example.com")
+    Invitation.objects.filter(id=first["id"]).update(created_at=timezone.now() - timedelta(minutes=61))
+    invite(c, "four@example.com")
