@@ -287,3 +287,46 @@ def test_a_live_links_token_is_not_logged(world, invited, login, server_log):
     assert text.count("/invite/") >= 3, text  # the lines are there, without the token
     assert token not in text, text
     assert Invitation.objects.get(id=inv_id).status == "pending"
+
+
+# --- CSRF, a removed member invited back, expiry at the moment of accepting --------------------------
+
+
+def test_invite_page_posts_need_the_csrf_token(world, invited):
+    b = world["b"]
+    new_path, new_id = invited("csrf-new@example.com")
+    old_path, old_id = invited(b.member.email)
+    users = User.objects.count()
+    anon = Client(enforce_csrf_checks=True)
+    assert anon.post(new_path, {"password": PASSWORD, "password_again": PASSWORD}).status_code == 403
+    member = Client(enforce_csrf_checks=True)
+    member.force_login(b.member)
+    for op in ("accept", "decline"):
+        assert member.post(old_path, {"op": op}).status_code == 403
+    assert User.objects.count() == users
+    assert {Invitation.objects.get(id=i).status for i in (new_id, old_id)} == {"pending"}
+    assert not Membership.objects.filter(org=world["a"].org, user=b.member).exists()
+    # With the page's token (the cookie and the field it rendered) the same post goes through.
+    html = member.get(old_path).content.decode()
+    token = html.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
+    assert member.post(old_path, {"op": "accept", "csrfmiddlewaretoken": token}).status_code == 302
+    assert Membership.objects.filter(org=world["a"].org, user=b.member).exists()
+
+
+def test_a_removed_member_invited_again_joins_again(world, invited, login, client_for):
+    a, b = world["a"], world["b"]
+    path, _ = invited(b.member.email, "admin")
+    accept(b.member, path)
+    c = login(b.member)
+    c.post("/console/org", {"org": "alpha"})
+    assert c.get("/console/").wsgi_request.org == a.org
+    assert client_for(a.owner).delete(f"/api/v1/members/{b.member.id}").status_code == 204
+    assert c.get("/console/").wsgi_request.org == b.org  # the stale choice is dropped
+    assert client_for(b.member).get("/api/v1/org", HTTP_X_NYLON_ORG="alpha").status_code == 404
+
+    path, inv_id = invited(b.member.email)  # back, as a plain member this time
+    assert c.get(path).status_code == 200
+    assert c.post(path, {"op": "accept"}).status_code == 302
+    assert Membership.objects.get(org=a.org, user=b.member).role == Role.MEMBER
+    assert Invitation.objects.get(id=inv_id).status == "accepted"
+    assert c.get("/console/").wsgi_request.org == a.org

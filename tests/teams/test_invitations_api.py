@@ -302,3 +302,23 @@ def test_invitations_per_org_and_hour_are_capped(world, client_for, settings):
     invite(client_for(b.owner), "four@example.com")
     Invitation.objects.filter(id=first["id"]).update(created_at=timezone.now() - timedelta(minutes=61))
     invite(c, "four@example.com")
+
+
+def test_an_invitation_that_expires_before_the_accept_locks_it_is_closed(world, client_for):
+    from teams import services
+
+    a, b = world["a"], world["b"]
+    body = invite(client_for(a.admin), b.member.email)
+    shown = Invitation.objects.get(id=body["id"])  # as the page loaded it: pending
+    Invitation.objects.filter(id=body["id"]).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert shown.status == "pending"
+    events = AuditEvent.objects.count()
+    for call in (lambda: services.invitation_accept(invitation=shown, user=b.member),
+                 lambda: services.invitation_signup(invitation=shown, password="a-long-enough-password-42"),
+                 lambda: services.invitation_decline(invitation=shown, user=b.member)):
+        with pytest.raises(services.InvitationClosed) as exc:
+            call()
+        assert exc.value.status == "expired"
+    assert not Membership.objects.filter(org=a.org, user=b.member).exists()
+    assert AuditEvent.objects.count() == events
+    assert Invitation.objects.get(id=body["id"]).accepted_at is None
