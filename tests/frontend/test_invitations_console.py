@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import logging
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -330,3 +331,14 @@ def test_a_removed_member_invited_again_joins_again(world, invited, login, clien
     assert Membership.objects.get(org=a.org, user=b.member).role == Role.MEMBER
     assert Invitation.objects.get(id=inv_id).status == "accepted"
     assert c.get("/console/").wsgi_request.org == a.org
+
+
+def test_the_compose_web_server_writes_no_access_log():
+    # uvicorn's access log (its own handler, not the filter above) prints every request line, and
+    # the first request of an invitation is GET /invite/<token> while the link still works.
+    # (nylon_run starts uvicorn with --no-access-log too.)
+    import yaml
+
+    compose = yaml.safe_load((Path(__file__).resolve().parents[2] / "docker-compose.yml").read_text())
+    command = " ".join(compose["services"]["web"]["command"])
+    assert "uvicorn " in command and "--no-access-log" in command, command
