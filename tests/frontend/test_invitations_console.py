@@ -342,3 +342,12 @@ def test_the_compose_web_server_writes_no_access_log():
     compose = yaml.safe_load((Path(__file__).resolve().parents[2] / "docker-compose.yml").read_text())
     command = " ".join(compose["services"]["web"]["command"])
     assert "uvicorn " in command and "--no-access-log" in command, command
+
+
+def test_the_sign_in_from_a_link_returns_only_to_this_site(world, invited):
+    path, _ = invited(world["b"].member.email)
+    for target, expected in ((path, path), ("https://evil.example/invite/x", "/console/"),
+                             ("//evil.example/invite/x", "/console/"), ("https:/evil.example", "/console/")):
+        c = Client()
+        r = c.post("/login/", {"username": "beta-member", "password": "pw-member-123", "next": target})
+        assert r.status_code == 302 and r.url == expected, (target, r.url)
