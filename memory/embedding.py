@@ -107,6 +107,7 @@ class Embedder:
             co.busy = True
             batch = _take(co.pending, call)
         outs: list[np.ndarray | None] = [None] * len(batch)
+        failure: Exception | None = None
         try:
             joined = [t for c in batch for t in c.texts]
             raw = np.asarray(self._queries(joined) if is_query else self._passages(joined), dtype=np.float32)
@@ -114,15 +115,19 @@ class Embedder:
                 raise ValueError(f"embedder answered shape {raw.shape} for {len(joined)} texts")
             bounds = np.cumsum([0] + [len(c.texts) for c in batch])
             outs = [raw[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-            self._ok()
         except Exception as exc:  # any failure degrades, never breaks the write
-            self._fail(exc)
+            failure = exc
         finally:
             with co.cv:
                 for c, o in zip(batch, outs, strict=True):
                     c.out, c.done = o, True
                 co.busy = False
                 co.cv.notify_all()
+        # After the others are released: the state may be published to Redis (a network call).
+        if failure is None:
+            self._ok()
+        else:
+            self._fail(failure)
         return call.out
 
     def _ok(self) -> None:
