@@ -17,8 +17,10 @@ from contextvars import ContextVar, Token
 
 # The Celery message header; namespaced so it cannot clash with Celery's own request fields.
 HEADER = "nylon_request_id"
-# What goes into logs and headers: a caller's X-Request-Id is kept only when it matches this.
-SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# What goes into logs and headers: a caller's X-Request-Id is kept only when it matches this
+# (``\Z``, not ``$``: ``$`` also matches before a final newline, which would split a log line and
+# make Django refuse the response header, a 500).
+SAFE_REQUEST_ID = re.compile(r"\A[A-Za-z0-9._-]{1,64}\Z")
 NONE = "-"
 
 _current: ContextVar[str | None] = ContextVar("nylon_request_id", default=None)

@@ -6,6 +6,7 @@ tests/nylon_project/test_request_id_worker.py."""
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 
 import pytest
@@ -75,6 +76,14 @@ def test_the_header_is_only_what_the_publisher_stamped(memory_app):
     assert seen == [(None, "crafted")]
 
 
+def test_a_header_ending_in_a_newline_is_not_restored(memory_app):
+    """``$`` matches before a final newline: "forged\n" passed as safe and split the worker's line."""
+    app, record, run_next, seen = memory_app
+    record.apply_async(("crafted",), headers={HEADER: "forged\n"})
+    run_next()
+    assert seen == [(None, "crafted")]
+
+
 def test_stamp_keeps_an_explicit_header_and_adds_none_outside_a_request():
     headers: dict = {}
     request_context.stamp_headers(headers)
@@ -128,6 +137,19 @@ def test_django_s_response_line_names_the_request(world, client_for, caplog):
         r = client_for(world["a"].key).get("/api/v1/memories/987654321", HTTP_X_REQUEST_ID="web-404-1")
     assert r.status_code == 404
     assert [r.request_id for r in caplog.records if r.name == "django.request"] == ["web-404-1"]
+
+
+@pytest.mark.parametrize("hostile", ["web-1\n", "web-1\nINFO forged line", "x" * 65, "a b", "id\r"])
+def test_a_hostile_request_id_is_replaced_not_logged_or_echoed(world, client_for, caplog, hostile):
+    """A caller's X-Request-Id that is not a plain token is replaced by a fresh one: in the response
+    header (a newline there made Django refuse the header, a 500) and on the request's log lines."""
+    caplog.handler.addFilter(RequestIdFilter())
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        r = client_for(world["a"].key).get("/api/v1/memories/987654321", HTTP_X_REQUEST_ID=hostile)
+    assert r.status_code == 404
+    rid = r["X-Request-Id"]
+    assert rid != hostile and re.fullmatch(r"[0-9a-f]{32}", rid) and r.json()["request_id"] == rid
+    assert [rec.request_id for rec in caplog.records if rec.name == "django.request"] == [rid]
 
 
 def test_the_configured_log_handler_prints_the_id():
