@@ -214,8 +214,12 @@ NYLON_INGEST_RETRY_SECS = env_float("NYLON_INGEST_RETRY_SECS", 300)
 # Full /healthz detail for non-loopback callers presenting it as a bearer token ("" = loopback only).
 NYLON_HEALTH_TOKEN = os.environ.get("NYLON_HEALTH_TOKEN", "")
 
+# People set their own passwords on an invitation link: Django's four checks, not length alone.
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
 LANGUAGE_CODE = "en-us"

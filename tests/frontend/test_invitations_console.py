@@ -67,6 +67,9 @@ def test_new_email_signs_up_joins_and_is_pinned_to_the_org(world, invited):
     ({"password": "short", "password_again": "short"}, "password"),  # Django's validators refuse it
     ({"password": PASSWORD, "password_again": PASSWORD + "x"}, "password_again"),
     ({"password": "", "password_again": ""}, "password"),
+    ({"password": "password123", "password_again": "password123"}, "password"),  # a common one
+    ({"password": "8675309217", "password_again": "8675309217"}, "password"),  # digits only
+    ({"password": "fresh@example.com", "password_again": "fresh@example.com"}, "password"),  # the email
 ])
 def test_bad_password_is_a_field_error_and_nothing_is_written(world, invited, data, field):
     path, inv_id = invited("fresh@example.com")
