@@ -14,19 +14,28 @@ from . import embedded
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
+def _env(name: str) -> str | None:
+    """The variable's value, or None when unset or blank: docker-compose's ``${NAME:-}`` passes an
+    empty string for a setting the operator left out, which must mean the default, not "off" or 0."""
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
 def env_bool(name: str, default: bool = False) -> bool:
-    value = os.environ.get(name)
+    value = _env(name)
     if value is None:
         return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    return value.lower() in {"1", "true", "yes", "on"}
 
 
 def env_int(name: str, default: int) -> int:
-    return int(os.environ.get(name, default))
+    value = _env(name)
+    return default if value is None else int(value)
 
 
 def env_float(name: str, default: float) -> float:
-    return float(os.environ.get(name, default))
+    value = _env(name)
+    return default if value is None else float(value)
 
 
 def env_list(name: str, default: str = "") -> list[str]:
@@ -268,7 +277,7 @@ if NYLON_EMAIL_HOST:
     EMAIL_TIMEOUT = env_float("NYLON_EMAIL_TIMEOUT_SECS", 10)
 else:
     EMAIL_BACKEND = "django.core.mail.backends.dummy.EmailBackend"
-DEFAULT_FROM_EMAIL = os.environ.get("NYLON_EMAIL_FROM", "nylon@localhost")
+DEFAULT_FROM_EMAIL = _env("NYLON_EMAIL_FROM") or "nylon@localhost"
 
 # Bodies beyond this are refused with 413 before any parsing (see BodySizeLimitMiddleware).
 NYLON_MAX_BODY_BYTES = env_int("NYLON_MAX_BODY_BYTES", 2 * 1024 * 1024)

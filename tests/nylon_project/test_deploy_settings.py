@@ -186,3 +186,28 @@ def test_processes_starting_together_agree_on_one_key(tmp_path):
         keys.add(json.loads(out.strip().splitlines()[-1])["SECRET_KEY"])
     assert len(keys) == 1 and keys == {(tmp_path / "secret_key").read_text().strip()}
     assert [p.name for p in tmp_path.iterdir()] == ["secret_key"]  # no temporary files left
+
+
+def test_blank_values_mean_the_defaults(tmp_path):
+    """docker-compose passes ``${NAME:-}`` as an empty string for what the operator left out: that
+    must mean the default, not a crash (int("")) nor a silent "off" (TLS)."""
+    code = ("import json, nylon_project.settings as s; print(json.dumps({n: getattr(s, n) for n in "
+            "('EMAIL_PORT', 'EMAIL_USE_TLS', 'EMAIL_USE_SSL', 'DEFAULT_FROM_EMAIL', 'NYLON_INVITES_PER_HOUR', "
+            "'NYLON_INVITE_TTL_DAYS', 'SECURE_HSTS_SECONDS')}))")
+    blank = {name: "" for name in ("NYLON_EMAIL_PORT", "NYLON_EMAIL_TLS", "NYLON_EMAIL_SSL", "NYLON_EMAIL_FROM",
+                                   "NYLON_INVITES_PER_HOUR", "NYLON_INVITE_TTL_DAYS", "NYLON_HSTS_SECONDS")}
+    env = _env(tmp_path, NYLON_SECRET_KEY="k" * 50, NYLON_PUBLIC_URL="https://nylon.example.com",
+               NYLON_EMAIL_HOST="smtp.example.com", NYLON_BEHIND_HTTPS_PROXY="1", **blank)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    values = json.loads(out.stdout.strip().splitlines()[-1])
+    assert values == {"EMAIL_PORT": 587, "EMAIL_USE_TLS": True, "EMAIL_USE_SSL": False,
+                      "DEFAULT_FROM_EMAIL": "nylon@localhost", "NYLON_INVITES_PER_HOUR": 100,
+                      "NYLON_INVITE_TTL_DAYS": 7, "SECURE_HSTS_SECONDS": 3600}
+
+
+def test_compose_passes_the_invitation_settings_through():
+    env = _compose_web()["environment"]
+    for name in ("NYLON_PUBLIC_URL", "NYLON_EMAIL_HOST", "NYLON_EMAIL_PORT", "NYLON_EMAIL_USER",
+                 "NYLON_EMAIL_PASSWORD", "NYLON_EMAIL_TLS", "NYLON_EMAIL_SSL", "NYLON_EMAIL_FROM"):
+        assert env[name] == f"${{{name}:-}}", name
