@@ -171,11 +171,12 @@ def resolve_user_org(user, session, *, wanted: str | None = None) -> Organizatio
        deleted) is dropped from the session rather than answering 404 on every call.
     3. Otherwise the org of the user's oldest membership, and it is pinned in the session.
 
-    Why the oldest membership and the pin: an admin of any org can add an existing user by email.
-    Picking "the org with the lowest id" let an admin of an older org become the victim's current
-    org mid-session (their next write landed in the admin's org). A membership someone else added
-    is always newer than the ones the user already has, and a pinned session never re-resolves,
-    so an org added later becomes current only when the user chooses it. ``None``: in no org.
+    Why the oldest membership and the pin: a user may join another org (by accepting an
+    invitation, possibly in another browser). Picking "the org with the lowest id" could make an
+    older org the current one mid-session, so the next write landed in another org than the one the
+    user was working in. A newly joined org is always newer than the ones the user already has, and
+    a pinned session never re-resolves, so it becomes current only when chosen (or in the session
+    that accepted). ``None``: in no org.
     """
     memberships = Membership.objects.filter(user=user).select_related("org")
     if wanted:
