@@ -15,6 +15,7 @@ import numpy as np
 from django.db import connection
 from django.db.models import BooleanField, F, FloatField
 from django.db.models.expressions import RawSQL
+from django.db.models.functions import Left
 from pgvector.django import CosineDistance
 
 from . import nearest
@@ -45,8 +46,13 @@ def _vector_seeds(rows, query_vec: np.ndarray, n: int) -> list[tuple[int, float]
     return [(i, 1.0 - d) for i, d in sorted(best.items(), key=lambda kv: (kv[1], kv[0]))[:n]]
 
 
-# The substring scan costs rows x terms: a long CJK query's first bigrams are enough to find its rows.
+# Both CJK channels cost rows x terms (the prefix terms in the tsquery as much as the substring
+# scan: a 4,000-character query's ~4,000 prefix terms took a Postgres backend 40 s over 5,000 rows),
+# so a long CJK query keeps its first distinct bigrams, enough to find its rows.
 _MAX_CJK_TERMS = 64
+# ... and the scan x characters per row: only the head of each recent row is searched (the whole of
+# a chat turn; a long document's head), else 2,000 rows of 20,000 characters cost seconds per query.
+_SCAN_CHARS = 1_000
 
 
 def _tsquery_terms(tokens: list[str]) -> str:
@@ -61,11 +67,14 @@ def _tsquery_terms(tokens: list[str]) -> str:
 def _cjk_substring_seeds(rows, terms: list[str], n: int) -> list[tuple[int, float]]:
     """The ``n`` rows among the most recent ``nearest.RECENT_WINDOW`` visible ones whose text holds
     the most of the query's CJK bigrams (ties: newest first). Bounded like the vector channel's
-    exact window; beyond it only the prefix match above (and the vector channel) reach CJK text."""
-    recent_sql, recent_params = rows.order_by("-id").values("id", "text")[: nearest.RECENT_WINDOW].query.sql_with_params()
+    exact window, and to the first ``_SCAN_CHARS`` of each text; beyond them only the prefix match
+    above (and the vector channel) reach CJK text."""
+    # The head is cut once per row in the subquery, not once per (row, term) pair.
+    recent = rows.order_by("-id").annotate(head=Left("text", _SCAN_CHARS)).values("id", "head")
+    recent_sql, recent_params = recent[: nearest.RECENT_WINDOW].query.sql_with_params()
     with connection.cursor() as cur:
         cur.execute(f"SELECT r.id, count(*) AS c FROM ({recent_sql}) r "
-                    "JOIN unnest(%s::text[]) AS q(w) ON strpos(r.text, q.w) > 0 "
+                    "JOIN unnest(%s::text[]) AS q(w) ON strpos(r.head, q.w) > 0 "
                     "GROUP BY r.id ORDER BY c DESC, r.id DESC LIMIT %s",
                     [*recent_params, terms, n])
         return [(i, float(c)) for i, c in cur.fetchall()]
@@ -85,7 +94,8 @@ def resonate_sql(visible, *, query: str, query_vec: np.ndarray | None, params: R
     t0 = time.perf_counter()
     seedable = visible.exclude(kind=NodeKind.BRIDGE)
     tokens = tokenize(query)
-    words = _tsquery_terms(tokens)
+    cjk = [t for t in dict.fromkeys(tokens) if is_cjk_token(t)][:_MAX_CJK_TERMS]
+    words = _tsquery_terms([t for t in tokens if not is_cjk_token(t)] + cjk)
     lex: list[tuple[int, float]] = []
     if words:
         tsq = "to_tsquery('english', %s)"
@@ -95,7 +105,6 @@ def resonate_sql(visible, *, query: str, query_vec: np.ndarray | None, params: R
                 rank=RawSQL(f"ts_rank_cd(search, {tsq})", (words,), output_field=FloatField()),
             ).filter(m=True).order_by("-rank", "id").values_list("id", "rank")[: params.n_lex]
         )
-    cjk = [t for t in dict.fromkeys(tokens) if is_cjk_token(t)][:_MAX_CJK_TERMS]
     if cjk and params.n_lex > 0:
         lex = _fuse_lexical([lex, _cjk_substring_seeds(seedable, cjk, params.n_lex)], params.rrf_k, params.n_lex)
     vec: list[tuple[int, float]] = []
