@@ -174,8 +174,10 @@ class InvitationOutput(serializers.Serializer):
 
 
 class InvitationCreatedOutput(InvitationOutput):
-    invite_url = serializers.URLField(help_text="The link the invitee opens to accept. Shown once; only "
-                                                "its hash is stored.")
+    invite_url = serializers.URLField(allow_null=True, help_text="The link the invitee opens to accept, for "
+                                      "the admin to pass on. Shown once; only its hash is stored. Null when "
+                                      "mail is configured: the link is then only in the email.")
+    emailed = serializers.BooleanField(help_text="The link is mailed to the invitee (after commit).")
 
 
 class MemberListApi(Api):
@@ -194,7 +196,8 @@ class MemberListApi(Api):
                    "opens invite_url and accepts (an existing account signs in, a new email sets a "
                    "password). Inviting an email again revokes its open invitation and issues a new link. "
                    "The answer is the same whether an account has the email or not; an account that is "
-                   "already a member is a 400 on email. The link is also emailed when mail is configured. "
+                   "already a member is a 400 on email. When mail is configured the link is only emailed "
+                   "(invite_url null, emailed true), so admins never hold links to other people's addresses. "
                    "An org issues at most NYLON_INVITES_PER_HOUR (100) invitations in any hour, resends "
                    "included: past it a 429 with Retry-After.")
     def post(self, request):
@@ -203,7 +206,7 @@ class MemberListApi(Api):
         invitation, url = services.member_invite(actor=request.actor, base_url=request.build_absolute_uri("/"),
                                                  request_id=self.request_id(), **s.validated_data)
         data = dict(InvitationOutput(invitation).data)
-        data["invite_url"] = url
+        data["invite_url"], data["emailed"] = url, url is None
         return Response(data, status=status.HTTP_201_CREATED)
 
 

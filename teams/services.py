@@ -204,10 +204,13 @@ def _max_username_length() -> int:
 
 @transaction.atomic
 def member_invite(*, actor: Actor, email: str, role: str, base_url: str,
-                  request_id: str = "") -> tuple[Invitation, str]:
+                  request_id: str = "") -> tuple[Invitation, str | None]:
     """Invites ``email`` to the actor's org with ``role``; returns the invitation and its link
     (``NYLON_PUBLIC_URL`` + ``/invite/<token>``; the caller's ``base_url``, its request's own
-    address, only when that is unset), which exists only in this return value and the email.
+    address, only when that is unset) for the admin to pass on, or None when the link is mailed:
+    it then exists only in the email. Whoever holds a link can sign up as its email, so an admin
+    who saw mailed links could make accounts for other people's addresses (which they could then
+    never claim, whichever org invites them later).
 
     Nobody becomes a member here: an existing account is never added without its owner's consent,
     and the answer is the same whether an account has this email or not (only an account that is
@@ -254,6 +257,7 @@ def member_invite(*, actor: Actor, email: str, role: str, base_url: str,
         transaction.on_commit(partial(_send_invitation_email, invitation_id=invitation.id, email=email,
                                       org_name=actor.org.name, role=invitation.get_role_display(),
                                       inviter=inviter, url=url, expires_at=invitation.expires_at))
+        return invitation, None
     return invitation, url
 
 

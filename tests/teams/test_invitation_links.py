@@ -50,7 +50,23 @@ def test_mailed_link_is_the_public_one(world, client_for, spoofable, settings, m
     with django_capture_on_commit_callbacks(execute=True):
         body = invite(client_for(world["a"].admin), "mail@example.com", HTTP_HOST="evil.example")
     (mail,) = mailoutbox
-    assert body["invite_url"] in mail.body and "evil.example" not in mail.body
+    assert f"{PUBLIC}/invite/" in mail.body and "evil.example" not in mail.body
+    assert body["invite_url"] is None  # mailed links are not shown to the admin
+
+
+@pytest.mark.django_db
+def test_console_says_a_mailed_link_was_sent_and_does_not_show_it(world, spoofable, settings, mailoutbox,
+                                                                 django_capture_on_commit_callbacks):
+    settings.NYLON_EMAIL_HOST = "smtp.example.com"
+    admin = Client()
+    admin.force_login(world["a"].admin)
+    with django_capture_on_commit_callbacks(execute=True):
+        r = admin.post("/console/members/", {"email": "mailed@example.com", "role": "member"})
+    assert r.status_code == 200 and r.context["invite_url"] is None
+    html = r.content.decode()
+    assert 'id="invite-emailed"' in html and "mailed@example.com" in html and "/invite/" not in html
+    (mail,) = mailoutbox
+    assert f"{PUBLIC}/invite/" in mail.body
 
 
 @pytest.mark.django_db

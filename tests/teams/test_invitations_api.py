@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import socket
 from datetime import timedelta
 
@@ -14,6 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from assets.models import AuditEvent
+from teams.auth import hash_secret
 from teams.models import Invitation, Membership, Role
 
 from .invites import accept, invite, link_path, sign_up
@@ -21,7 +23,7 @@ from .invites import accept, invite, link_path, sign_up
 pytestmark = pytest.mark.django_db
 
 User = get_user_model()
-CREATED_FIELDS = {"id", "email", "role", "status", "created_at", "expires_at", "invite_url"}
+CREATED_FIELDS = {"id", "email", "role", "status", "created_at", "expires_at", "invite_url", "emailed"}
 
 
 def _token(url: str) -> str:
@@ -124,7 +126,7 @@ def test_list_shows_the_orgs_pending_invitations_to_admins_only(world, client_fo
         assert r.status_code == 200
         rows = r.json()["results"]
         assert [row["email"] for row in rows] == ["p2@example.com", "p1@example.com"]
-        assert set(rows[0]) == CREATED_FIELDS - {"invite_url"}  # the link is never shown again
+        assert set(rows[0]) == CREATED_FIELDS - {"invite_url", "emailed"}  # the link is never shown again
         assert {row["status"] for row in rows} == {"pending"}
     r = c.get("/api/v1/invitations", {"limit": 1})
     assert len(r.json()["results"]) == 1 and r.json()["next"]
@@ -197,7 +199,11 @@ def test_email_is_sent_after_commit_when_mail_is_configured(world, client_for, s
         callback()
     (mail,) = mailoutbox
     assert mail.to == ["mailme@example.com"]
-    assert body["invite_url"] in mail.body and "ALPHA" in mail.subject and "Admin" in mail.body
+    assert "ALPHA" in mail.subject and "Admin" in mail.body
+    # The link is only in the email: an admin holding it could sign up as that address.
+    assert body["invite_url"] is None and body["emailed"] is True
+    (link,) = re.findall(r"https://nylon\.example\.com/invite/\S+", mail.body)
+    assert Invitation.objects.get(id=body["id"]).token_hash == hash_secret(_token(link))
 
 
 def test_no_email_when_mail_is_not_configured(world, client_for, settings, mailoutbox,

@@ -39,7 +39,7 @@ def test_admin_of_older_org_adding_a_member_does_not_move_their_session(world, c
     r = client_for(a.admin).post("/api/v1/members", {"email": "Beta-Member@example.com"}, format="json")
     assert r.status_code == 201
     # Only what the admin typed and the invitation: not the account's username.
-    assert set(r.json()) == {"id", "email", "role", "status", "created_at", "expires_at", "invite_url"}
+    assert set(r.json()) == {"id", "email", "role", "status", "created_at", "expires_at", "invite_url", "emailed"}
     assert r.json()["email"] == "Beta-Member@example.com"
     assert "username" not in r.content.decode() and '"beta-member"' not in r.content.decode()
     assert not Membership.objects.filter(org=a.org, user=b.member).exists()  # not before accepting
