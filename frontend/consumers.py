@@ -10,17 +10,22 @@ deactivated user, stops receiving within ``RECHECK_SECS`` and the socket is clos
 change shows in the session keys it is sent within the same time (the socket's ``Actor`` is
 rebuilt after each re-check). The socket is opened with the console session only
 (``AuthMiddlewareStack``; agent keys have no feed), and logging that session out closes it
-(``frontend.signals``); the user's other logged-in browsers keep theirs."""
+(``frontend.signals``); the user's other logged-in browsers keep theirs. A login session that ends
+with no message to its sockets (it expired, its key was rotated by a password change, the password
+was changed elsewhere, or a logout's message was missed) is found by the same re-check."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 import time
+from importlib import import_module
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.contrib.sessions.backends.base import SessionBase
+from django.conf import settings
+from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY
+from django.utils.crypto import constant_time_compare
 
 from memory.selectors import visible_nodes
 from teams.auth import SESSION_ORG_KEY, Actor, actor_for_user, resolve_user_org
@@ -28,27 +33,51 @@ from teams.models import Membership, Organization
 
 log = logging.getLogger("nylon.events")
 
-# How long a socket trusts its last membership check, and the Actor (role, teams) built after it.
-# Each check is one query (the unique (org, user) membership index joined to the user's primary
-# key), and the actor two when an event next needs it, so a burst of events (a bulk import's
-# chunks) costs a connection these few queries per second, not per event, while a removed member,
-# a deactivated user or a member who left a team gets at most this long of further events.
+# How long a socket trusts its last membership and session check, and the Actor (role, teams) built
+# after it. Each check is two index lookups (the unique (org, user) membership index joined to
+# the user, and the session row), and the actor two queries when an event next needs it, so a burst
+# of events (a bulk import's chunks) costs a connection these few queries per second, not per event,
+# while a removed member, a deactivated user, an ended login session or a member who left a team
+# gets at most this long of further events.
 RECHECK_SECS = 1.0
 # Application close codes (4000-4999): the same as a refused connect.
 CLOSE_UNAUTHENTICATED = 4401  # the user was deactivated (or deleted), or the session logged out
 CLOSE_NOT_MEMBER = 4403  # the user is no longer a member of the socket's org
+# The socket's login session no longer holds the user (expired, key rotated, password changed,
+# logged out): the browser reconnects (console.js retries any code but the two above), and that
+# connect decides with the cookie the browser has now, refusing with 4401 if it is signed out.
+CLOSE_RECONNECT = 4000
 
 _clock = time.monotonic  # a module attribute so tests can move time
 
 
+def _session_holds(key: str, user) -> bool:
+    """Whether login session ``key`` still signs ``user`` in, as a new connect would find it
+    (``channels.auth.get_user``): not logged out, expired or replaced by a new key, and signed with
+    the user's current password. The session engine's own load, so an expired row counts as gone
+    (``exists()`` does not look at the expiry, and a signed-cookie session never "exists")."""
+    data = import_module(settings.SESSION_ENGINE).SessionStore(key).load()
+    if data.get(SESSION_KEY) != user._meta.pk.value_to_string(user):
+        return False
+    if not hasattr(user, "get_session_auth_hash"):
+        return True
+    session_hash = data.get(HASH_SESSION_KEY)
+    return bool(session_hash) and constant_time_compare(session_hash, user.get_session_auth_hash())
+
+
 @database_sync_to_async
-def _still_allowed(user_id: int, org_id: int) -> int | None:
-    """None while the user is an active member of the org, else the close code."""
-    active = Membership.objects.filter(org_id=org_id, user_id=user_id).values_list("user__is_active", flat=True)
-    row = list(active[:1])
+def _still_allowed(user_id: int, org_id: int, session_key: str | None) -> int | None:
+    """None while the user is an active member of the org and the socket's login session still
+    signs them in, else the close code."""
+    row = list(Membership.objects.filter(org_id=org_id, user_id=user_id).select_related("user")[:1])
     if not row:
         return CLOSE_NOT_MEMBER  # removed from the org (or the user, or the org, deleted)
-    return None if row[0] else CLOSE_UNAUTHENTICATED
+    user = row[0].user  # fresh: a password change since the connect shows in its session hash
+    if not user.is_active:
+        return CLOSE_UNAUTHENTICATED
+    if session_key and not _session_holds(session_key, user):
+        return CLOSE_RECONNECT
+    return None
 
 # Payload fields that name a session's content rather than point at rows filtered later.
 _SESSION_FIELDS = ("session_key",)
@@ -68,9 +97,7 @@ def session_group(session_key: str) -> str:
     return "session." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
 
 
-@database_sync_to_async
-def _session_exists(session: SessionBase, key: str) -> bool:
-    return session.exists(key)
+_session_still_holds = database_sync_to_async(_session_holds)
 
 
 def _event_node_ids(event: dict) -> list[int]:
@@ -112,12 +139,15 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         self.revoked = False
         await self.channel_layer.group_add(self.group, self.channel_name)
         key = getattr(session, "session_key", None)
+        self.session_key = key or None  # re-checked with the membership (_allowed)
         if key:
             self.session_group = session_group(key)
             await self.channel_layer.group_add(self.session_group, self.channel_name)
             # A logout between the session being read for this socket and the join above sent its
-            # close to a group this socket was not yet in: the session row tells.
-            if not await _session_exists(session, key):
+            # close to a group this socket was not yet in: the session row tells. (A logout whose
+            # message goes out before its session row is deleted, as Django's does, can still slip
+            # through here: the first re-check closes that socket.)
+            if not await _session_still_holds(key, user):
                 await self._leave_group()
                 await self.close(code=CLOSE_UNAUTHENTICATED)
                 return
@@ -142,7 +172,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         if _clock() - self.checked_at < RECHECK_SECS:
             return True
         try:
-            code = await _still_allowed(self.scope["user"].pk, self.org.id)
+            code = await _still_allowed(self.scope["user"].pk, self.org.id, self.session_key)
         except Exception as exc:  # fail closed: drop this event, ask again on the next one
             log.warning("live feed membership check failed: %s", exc)
             return False

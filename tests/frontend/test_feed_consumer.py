@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -13,10 +14,13 @@ from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from channels.routing import URLRouter
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.sessions.models import Session
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from frontend import consumers
 from frontend.consumers import EventsConsumer
@@ -213,9 +217,9 @@ def test_a_member_keeps_receiving_and_is_rechecked_at_most_once_per_window(world
     checks: list[int] = []
     real_check = consumers._still_allowed
 
-    async def counted(user_id, org_id):
+    async def counted(user_id, *rest):
         checks.append(user_id)
-        return await real_check(user_id, org_id)
+        return await real_check(user_id, *rest)
 
     monkeypatch.setattr(consumers, "_still_allowed", counted)
 
@@ -406,5 +410,114 @@ def test_a_logout_while_the_socket_connects_still_closes_it(world):
         comm, out = await _open(AuthMiddlewareStack(logout_then_feed), _socket_scope(browser))
         assert out["type"] == "websocket.close" and out["code"] == 4401, out
         await comm.wait(timeout=2)
+
+    async_to_sync(run)()
+
+
+# --- a login session that ends with no message to its sockets ------------------------------------------
+
+def _session_key(browser: Client) -> str:
+    return browser.cookies[settings.SESSION_COOKIE_NAME].value
+
+
+def _expire(browser: Client) -> None:
+    Session.objects.filter(session_key=_session_key(browser)).update(
+        expire_date=timezone.now() - timedelta(seconds=1))
+
+
+def _drop(browser: Client) -> None:
+    # What Django's logout does after sending user_logged_out: a socket that joined in between, or
+    # missed the message (a channel layer that was down), was told nothing.
+    Session.objects.filter(session_key=_session_key(browser)).delete()
+
+
+def _password_changed_elsewhere(browser: Client) -> None:
+    user = get_user_model().objects.get(pk=Session.objects.get(
+        session_key=_session_key(browser)).get_decoded()["_auth_user_id"])
+    user.set_password("a-new-Passphrase-2026")
+    user.save()
+
+
+@pytest.mark.parametrize("end", [_expire, _drop, _password_changed_elsewhere],
+                         ids=["expired", "deleted-without-message", "password-changed-elsewhere"])
+def test_a_socket_whose_login_session_ended_gets_nothing_more(world, monkeypatch, end,
+                                                              django_capture_on_commit_callbacks):
+    """The session is re-checked with the membership: once the window has passed, the socket is
+    closed before the next event (the browser reconnects, and is refused as signed out); the
+    user's other browser keeps its feed."""
+    a = world["a"]
+    here, elsewhere = _browser(a.member), _browser(a.member)
+    app = AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+    now = _frozen_clock(monkeypatch)
+    capture = django_capture_on_commit_callbacks
+
+    async def run():
+        (mine, first), (other, second) = await _open(app, _socket_scope(here)), await _open(app, _socket_scope(elsewhere))
+        assert first["type"] == second["type"] == "websocket.accept"
+        try:
+            await _publish(a.org.id, "memory.woven", capture=capture)
+            assert await _types(mine) == ["memory.woven"] and await _types(other) == ["memory.woven"]
+
+            await database_sync_to_async(end)(here)
+            now[0] += consumers.RECHECK_SECS + 0.1
+            await _publish(a.org.id, "conflict.detected", capture=capture)
+            out = await mine.receive_output(timeout=2)
+            assert out["type"] == "websocket.close" and out["code"] == consumers.CLOSE_RECONNECT, out
+            assert await mine.receive_nothing(timeout=0.3)
+            if end is _password_changed_elsewhere:  # Django signs every other session out with it
+                out = await other.receive_output(timeout=2)
+                assert out["type"] == "websocket.close" and out["code"] == consumers.CLOSE_RECONNECT, out
+            else:
+                assert await _types(other) == ["conflict.detected"]
+
+            again, refused = await _open(app, _socket_scope(here))  # what the browser does next
+            assert refused["type"] == "websocket.close" and refused["code"] == 4401, refused
+            await again.wait(timeout=2)
+        finally:
+            await _close(mine, other)
+
+    async_to_sync(run)()
+
+
+def test_a_password_change_in_this_browser_moves_its_feed_to_the_new_session_key(
+        world, monkeypatch, django_capture_on_commit_callbacks):
+    """Changing one's password rotates the session key (``update_session_auth_hash``): the socket
+    joined with the old key would miss that session's logout. It is closed at the re-check; the
+    browser's reconnect joins with the new key, and logging out closes that one."""
+    a = world["a"]
+    type(a.member).objects.filter(pk=a.member.pk).update(is_staff=True)  # the admin's password page
+    browser = _browser(a.member)
+    old_key = _session_key(browser)
+    app = AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+    now = _frozen_clock(monkeypatch)
+    capture = django_capture_on_commit_callbacks
+
+    async def run():
+        old, first = await _open(app, _socket_scope(browser))
+        assert first["type"] == "websocket.accept"
+        new = None
+        try:
+            response = await database_sync_to_async(browser.post)("/admin/password_change/", {
+                "old_password": "pw-member-123", "new_password1": "a-new-Passphrase-2026",
+                "new_password2": "a-new-Passphrase-2026"})
+            assert response.status_code == 302, response.content
+            assert _session_key(browser) != old_key  # still logged in, under a new key
+
+            now[0] += consumers.RECHECK_SECS + 0.1
+            await _publish(a.org.id, "memory.woven", capture=capture)
+            out = await old.receive_output(timeout=2)
+            assert out["type"] == "websocket.close" and out["code"] == consumers.CLOSE_RECONNECT, out
+
+            new, accepted = await _open(app, _socket_scope(browser))
+            assert accepted["type"] == "websocket.accept"
+            await _publish(a.org.id, "conflict.detected", capture=capture)
+            assert await _types(new) == ["conflict.detected"]
+
+            response = await database_sync_to_async(browser.post)(reverse("frontend:logout"))
+            assert response.status_code == 302
+            out = await new.receive_output(timeout=2)
+            assert out["type"] == "websocket.close" and out["code"] == 4401, out
+        finally:
+            await _close(old, *([new] if new else []))
 
     async_to_sync(run)()
