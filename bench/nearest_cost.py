@@ -37,7 +37,7 @@ from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from memory.models import Node  # noqa: E402
-from memory.nearest import RECENT_WINDOW, nearest_sql  # noqa: E402
+from memory.nearest import RECENT_WINDOW, nearest_sql, vector_literal  # noqa: E402
 from teams import services as team_services  # noqa: E402
 from teams.models import Agent, Organization  # noqa: E402
 
@@ -47,10 +47,6 @@ WHERE = "m.org_id = %(org)s AND m.owner_agent_id = %(owner)s AND m.deleted_at IS
 PLAIN = f"""SELECT m.id, 1 - (m.embedding <=> %(q)s::vector) FROM memory_node m WHERE {WHERE}
             ORDER BY m.embedding <=> %(q)s::vector LIMIT 3"""
 NEAREST = nearest_sql(where=WHERE, query="%(q)s::vector", limit="3")
-
-
-def vec(v: np.ndarray) -> str:
-    return "[" + ",".join(f"{x:.6f}" for x in v) + "]"
 
 
 def clustered(rng: np.random.Generator, n: int, centres: np.ndarray) -> np.ndarray:
@@ -98,7 +94,7 @@ def main() -> None:
             probes = clustered(rng, args.probes, centres)
             t_plain, t_near, t_exact, r_plain, r_near = [], [], [], [], []
             for q in probes:
-                p = {"org": org.id, "owner": agent.id, "q": vec(q)}
+                p = {"org": org.id, "owner": agent.id, "q": vector_literal(q)}
                 a, plain = timed(PLAIN, p)
                 b, near = timed(NEAREST, p)
                 with connection.cursor() as cur:

@@ -37,7 +37,7 @@ def _vector_seeds(rows, query_vec: np.ndarray, n: int) -> list[tuple[int, float]
                  .values_list("id", "d")[:n]):
         best[i] = float(d)
     recent_sql, recent_params = rows.order_by("-id").values("id", "embedding")[: nearest.RECENT_WINDOW].query.sql_with_params()
-    vec = "[" + ",".join(f"{x:.7f}" for x in np.asarray(query_vec, dtype=np.float64).ravel()) + "]"
+    vec = nearest.vector_literal(np.asarray(query_vec).ravel())
     with connection.cursor() as cur:
         cur.execute(f"SELECT r.id, r.embedding <=> %s::vector AS d FROM ({recent_sql}) r ORDER BY d, r.id LIMIT %s",
                     [vec, *recent_params, n])

@@ -13,7 +13,16 @@ them: deterministic for recent memory, approximate only beyond it, and bounded i
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 RECENT_WINDOW = 2_000
+
+
+def vector_literal(values: Iterable[float]) -> str:
+    """A pgvector text literal (``'[0.1,…]'``, cast with ``%s::vector``) for a raw cursor: the
+    connections do not all register pgvector's binary adapter. Seven decimals: below float32's
+    resolution for unit vectors' components, so cosine ranks are those of the stored vectors."""
+    return "[" + ",".join(f"{float(x):.7f}" for x in values) + "]"
 
 
 def nearest_sql(*, where: str, query: str, limit: str) -> str:

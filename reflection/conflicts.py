@@ -21,7 +21,7 @@ from assets import audit
 from assets.access import access_node
 from memory.engine.weave import EDGE_WEIGHTS
 from memory.models import Edge, EdgeKind, Followup, Node
-from memory.nearest import nearest_sql
+from memory.nearest import nearest_sql, vector_literal
 from memory.selectors import visible_nodes
 from nylon_project import events
 from teams.models import Organization
@@ -47,7 +47,7 @@ JUDGE_SCHEMA = {"type": "object", "required": ["contradicts", "reason"],
 def _candidates(node: Node) -> list[tuple[int, float]]:
     owner_sql, owner_id = (("owner_agent_id", node.owner_agent_id) if node.owner_agent_id
                            else ("owner_user_id", node.owner_user_id))
-    vec = "[" + ",".join(f"{x:.6f}" for x in node.embedding) + "]"
+    vec = vector_literal(node.embedding)
     with connection.cursor() as cur:
         cur.execute(
             nearest_sql(where=f"""m.org_id = %(org)s AND m.{owner_sql} = %(owner)s AND m.kind = %(kind)s

@@ -25,7 +25,7 @@ from assets import audit
 from memory.embedding import get_embedder
 from memory.engine.weave import EDGE_WEIGHTS, weave_silks
 from memory.models import Edge, EdgeKind, MemorySession, Node, NodeKind, SourceKind, Visibility
-from memory.nearest import nearest_sql
+from memory.nearest import nearest_sql, vector_literal
 from nylon_project import events
 from teams.models import Organization
 
@@ -396,14 +396,10 @@ def _near_bridge(session: MemorySession, vec) -> bool:
         cur.execute(
             f"""SELECT n.sim FROM ({nearest_sql(where=where, query="%(vec)s::vector", limit="1")}) n""",
             {"org": session.org_id, "user": session.owner_user_id, "agent": session.owner_agent_id,
-             "vec": _vec(vec)},
+             "vec": vector_literal(vec)},
         )
         row = cur.fetchone()
     return row is not None and row[0] >= BRIDGE_DEDUP_COSINE
-
-
-def _vec(v) -> str:
-    return "[" + ",".join(f"{x:.6f}" for x in v) + "]"
 
 
 @transaction.atomic
