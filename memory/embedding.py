@@ -36,6 +36,12 @@ COALESCE_MAX_TEXTS = 64
 # STATE_TTL_SECS is dropped (its process may be gone).
 STATE_REPUBLISH_SECS = 30.0
 STATE_TTL_SECS = 300.0
+# A caller queued behind a model call that has run this long gives up: it gets ``None`` (its rows
+# are written without vectors and re-embedded later, as in any outage) and the state turns degraded.
+# Without it one hung call (a stuck endpoint, a wedged model) held every write of the process
+# forever. The call itself cannot be interrupted; it goes on, and callers after it fail fast until
+# it returns. A bulk batch of 256 texts takes seconds, so this is far above any healthy call.
+MODEL_STALL_SECS = 60.0
 
 
 @dataclass
@@ -62,6 +68,7 @@ class _Call:
 class _Coalescer:
     cv: threading.Condition = field(default_factory=threading.Condition)
     busy: bool = False
+    started: float = 0.0  # time.monotonic() when the running model call began
     pending: list[_Call] = field(default_factory=list)
 
 
@@ -100,12 +107,27 @@ class Embedder:
         co, call = self._co, _Call(is_query, texts)
         with co.cv:
             co.pending.append(call)
-            while co.busy and not call.done:
-                co.cv.wait()
+            try:
+                while co.busy and not call.done:
+                    left = co.started + MODEL_STALL_SECS - time.monotonic()
+                    if left <= 0:
+                        break
+                    co.cv.wait(left)
+            except BaseException:  # interrupted: no later model call may take a caller that is gone
+                _drop(co.pending, call)
+                raise
             if call.done:  # a concurrent caller's model call took these texts along
                 return call.out
-            co.busy = True
-            batch = _take(co.pending, call)
+            if co.busy:  # the running call stalled: give up (the rows are embedded later)
+                _drop(co.pending, call)
+                stalled = time.monotonic() - co.started
+            else:
+                stalled = None
+                co.busy, co.started = True, time.monotonic()
+                batch = _take(co.pending, call)
+        if stalled is not None:
+            self._fail(TimeoutError(f"a model call has run for {stalled:.0f} s; a caller gave up waiting"))
+            return None
         outs: list[np.ndarray | None] = [None] * len(batch)
         failure: Exception | None = None
         try:
@@ -163,6 +185,12 @@ def _release_pooled_connection() -> None:
     if connection.connection is not None and not connection.in_atomic_block and \
             connection.settings_dict["OPTIONS"].get("pool"):
         connection.close()
+
+
+def _drop(pending: list[_Call], call: _Call) -> None:
+    """``call`` out of the queue if it is still there (a running model call may hold it)."""
+    if any(c is call for c in pending):
+        pending.remove(call)
 
 
 def _take(pending: list[_Call], own: _Call) -> list[_Call]:

@@ -195,3 +195,68 @@ def test_a_caller_waiting_on_the_model_holds_no_pooled_connection_outside_a_tran
         held = connection.connection
         assert emb.passages(["b"]) is not None
         assert connection.connection is held  # a transaction keeps its connection
+
+
+def test_a_caller_behind_a_stalled_model_call_gives_up_and_the_next_calls_fail_fast(monkeypatch):
+    """A model call that hangs must not hold every later write of the process: callers queued
+    behind it get None (written without vectors, embedded later) once it has run MODEL_STALL_SECS."""
+    monkeypatch.setattr("memory.embedding.MODEL_STALL_SECS", 0.3)
+    emb = Recording()
+    first: dict[str, object] = {}
+    leader = threading.Thread(target=lambda: first.__setitem__("out", emb.passages(["first"])))
+    leader.start()
+    try:
+        assert emb.entered.wait(10)
+        got: dict[str, object] = {}
+        waiter = threading.Thread(target=lambda: got.__setitem__("out", emb.passages(["second"])))
+        waiter.start()
+        waiter.join(5)
+        assert not waiter.is_alive(), "a caller waited on a stalled model call for good"
+        assert got["out"] is None
+        assert emb.state.status == "degraded" and "TimeoutError" in emb.state.detail
+        assert emb._co.pending == []  # no later model call embeds texts nobody waits for
+        assert emb.query("late") is None  # fails fast while the call still hangs
+        assert [texts for _, texts in emb.calls] == [["first"]]
+    finally:
+        emb.release.set()
+        leader.join(10)
+    assert first["out"] is not None and emb.state.status == "ok"
+    assert emb.passages(["after"]) is not None  # the next caller leads a call again
+
+
+def test_a_caller_interrupted_while_queued_leaves_the_queue():
+    """A BaseException in the wait (KeyboardInterrupt, a task's time limit) must not leave the call
+    queued for a later model call, nor keep anyone else waiting."""
+
+    class Interrupting(threading.Condition):
+        def wait(self, timeout=None):
+            if threading.current_thread().name == "victim":
+                raise KeyboardInterrupt
+            return super().wait(timeout)
+
+    emb = Recording()
+    emb._co.cv = Interrupting()
+    raised: list[BaseException] = []
+
+    def victim() -> None:
+        try:
+            emb.passages(["gone"])
+        except BaseException as exc:  # noqa: BLE001 - the point of the test
+            raised.append(exc)
+
+    results = {}
+    leader = threading.Thread(target=lambda: results.__setitem__("first", emb.passages(["first"])))
+    leader.start()
+    try:
+        assert emb.entered.wait(10)
+        t = threading.Thread(target=victim, name="victim")
+        t.start()
+        t.join(5)
+        assert isinstance(raised[0], KeyboardInterrupt)
+        assert emb._co.pending == []
+    finally:
+        emb.release.set()
+        leader.join(10)
+    assert results["first"] is not None
+    assert emb.passages(["next"]) is not None
+    assert [texts for _, texts in emb.calls] == [["first"], ["next"]]  # "gone" was never embedded
