@@ -267,12 +267,16 @@ if NYLON_EMAIL_HOST and not NYLON_PUBLIC_URL:
 if NYLON_EMAIL_HOST:
     EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     EMAIL_HOST = NYLON_EMAIL_HOST
-    EMAIL_PORT = env_int("NYLON_EMAIL_PORT", 587)
     EMAIL_HOST_USER = os.environ.get("NYLON_EMAIL_USER", "")
     EMAIL_HOST_PASSWORD = os.environ.get("NYLON_EMAIL_PASSWORD", "")
     # STARTTLS (port 587) by default; NYLON_EMAIL_SSL=1 for implicit TLS (port 465) instead.
     EMAIL_USE_SSL = env_bool("NYLON_EMAIL_SSL", False)
     EMAIL_USE_TLS = env_bool("NYLON_EMAIL_TLS", not EMAIL_USE_SSL)
+    if EMAIL_USE_SSL and EMAIL_USE_TLS:
+        # Django's SMTP backend refuses the pair at each send, and that failure is only logged.
+        raise ImproperlyConfigured("NYLON_EMAIL_TLS and NYLON_EMAIL_SSL are both on: choose STARTTLS (TLS, "
+                                   "port 587) or implicit TLS (SSL, port 465)")
+    EMAIL_PORT = env_int("NYLON_EMAIL_PORT", 465 if EMAIL_USE_SSL else 587)
     # Sent in the request after commit: a server that does not answer must not hold it for long.
     EMAIL_TIMEOUT = env_float("NYLON_EMAIL_TIMEOUT_SECS", 10)
 else:

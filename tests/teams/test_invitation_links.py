@@ -83,7 +83,7 @@ def test_without_a_public_url_nothing_is_mailed(world, client_for, settings, mai
     assert any("NYLON_PUBLIC_URL" in r.getMessage() for r in caplog.records)
 
 
-def _settings(tmp_path, **env: str) -> subprocess.CompletedProcess:
+def _settings(tmp_path, names=("NYLON_PUBLIC_URL", "EMAIL_BACKEND"), **env: str) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("NYLON_", "CELERY_")) and k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
     # Remote URLs: nothing embedded is started, and nothing connects on import.
@@ -91,7 +91,7 @@ def _settings(tmp_path, **env: str) -> subprocess.CompletedProcess:
            "REDIS_URL": "redis://redis.example.invalid:6379/0", "NYLON_HOME": str(tmp_path), "NYLON_DB_POOL": "0",
            "NYLON_SECRET_KEY": "k" * 50, **env}
     code = ("import json, nylon_project.settings as s; "
-            "print(json.dumps({n: getattr(s, n, None) for n in ['NYLON_PUBLIC_URL', 'EMAIL_BACKEND']}))")
+            f"print(json.dumps({{n: getattr(s, n, None) for n in {list(names)!r}}}))")
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=120)
 
@@ -110,3 +110,27 @@ def test_mail_needs_the_public_url(tmp_path):
 def test_a_public_url_that_is_not_scheme_host_port_is_refused(tmp_path, value):
     r = _settings(tmp_path, NYLON_PUBLIC_URL=value)
     assert r.returncode != 0 and "NYLON_PUBLIC_URL" in r.stderr, r.stderr[-2000:]
+
+
+MAIL = ("EMAIL_PORT", "EMAIL_USE_TLS", "EMAIL_USE_SSL")
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({}, [587, True, False]),  # STARTTLS on its port
+    ({"NYLON_EMAIL_SSL": "1"}, [465, False, True]),  # implicit TLS on its own port, not 587's
+    ({"NYLON_EMAIL_SSL": "1", "NYLON_EMAIL_PORT": "2465"}, [2465, False, True]),
+    ({"NYLON_EMAIL_TLS": "0"}, [587, False, False]),
+])
+def test_the_mail_port_follows_the_tls_mode(tmp_path, env, expected):
+    r = _settings(tmp_path, names=MAIL, NYLON_EMAIL_HOST="smtp.example.com", NYLON_PUBLIC_URL=PUBLIC, **env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    values = json.loads(r.stdout.strip().splitlines()[-1])
+    assert [values[n] for n in MAIL] == expected
+
+
+def test_starttls_and_implicit_tls_together_are_refused_at_start(tmp_path):
+    """Django's SMTP backend refuses the pair only when it sends, and a failed send is only logged:
+    every invitation would go unmailed while the API answered emailed: true."""
+    r = _settings(tmp_path, names=MAIL, NYLON_EMAIL_HOST="smtp.example.com", NYLON_PUBLIC_URL=PUBLIC,
+                  NYLON_EMAIL_SSL="1", NYLON_EMAIL_TLS="1")
+    assert r.returncode != 0 and "NYLON_EMAIL_TLS" in r.stderr, r.stderr[-2000:]
