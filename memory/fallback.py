@@ -80,13 +80,18 @@ def _cjk_substring_seeds(rows, terms: list[str], n: int) -> list[tuple[int, floa
         return [(i, float(c)) for i, c in cur.fetchall()]
 
 
+def _rrf(rankings: list[list[tuple[int, float]]], k: int) -> dict[int, float]:
+    """Reciprocal-rank fusion of ``(id, score)`` rankings (each best first): id -> sum of 1/(k + rank)."""
+    score: dict[int, float] = defaultdict(float)
+    for ranking in rankings:
+        for r, (nid, _) in enumerate(ranking, 1):
+            score[nid] += 1.0 / (k + r)
+    return score
+
+
 def _fuse_lexical(lists: list[list[tuple[int, float]]], k: int, n: int) -> list[tuple[int, float]]:
     """One lexical ranking from several (reciprocal rank), so the explanation keeps one lexical rank."""
-    score: dict[int, float] = defaultdict(float)
-    for lst in lists:
-        for r, (nid, _) in enumerate(lst, 1):
-            score[nid] += 1.0 / (k + r)
-    return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+    return sorted(_rrf(lists, k).items(), key=lambda kv: (-kv[1], kv[0]))[:n]
 
 
 def resonate_sql(visible, *, query: str, query_vec: np.ndarray | None, params: ResonateParams,
@@ -111,12 +116,9 @@ def resonate_sql(visible, *, query: str, query_vec: np.ndarray | None, params: R
     if query_vec is not None and params.n_vec > 0:
         vec = _vector_seeds(seedable.filter(embedding__isnull=False), query_vec, params.n_vec)
 
-    fused: dict[int, float] = defaultdict(float)
+    fused = _rrf([lex, vec], params.rrf_k)
     lex_rank = {nid: r for r, (nid, _) in enumerate(lex, 1)}
     vec_rank = {nid: r for r, (nid, _) in enumerate(vec, 1)}
-    for ranks in (lex_rank, vec_rank):
-        for nid, r in ranks.items():
-            fused[nid] += 1.0 / (params.rrf_k + r)
     top = max(fused.values(), default=1.0)
     activation = {nid: s / top for nid, s in fused.items()}
     path = {nid: (nid,) for nid in activation}

@@ -26,7 +26,7 @@ def _store(world_org, vectors: np.ndarray) -> list[int]:
 
 
 def _nearest(org, agent, q: np.ndarray, k: int) -> list[tuple[int, float]]:
-    vec = "[" + ",".join(f"{x:.7f}" for x in q) + "]"
+    vec = nearest.vector_literal(q)
     with connection.cursor() as cur:
         cur.execute(nearest.nearest_sql(where="m.org_id = %(org)s AND m.owner_agent_id = %(owner)s",
                                         query="%(vec)s::vector", limit="%(k)s"),
