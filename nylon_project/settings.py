@@ -254,8 +254,13 @@ NYLON_INVITES_PER_HOUR = env_int("NYLON_INVITES_PER_HOUR", 100)
 NYLON_PUBLIC_URL = os.environ.get("NYLON_PUBLIC_URL", "").strip().rstrip("/")
 if NYLON_PUBLIC_URL:
     _public = urlsplit(NYLON_PUBLIC_URL)
+    try:
+        _public.port  # noqa: B018  (a port that is not a number from 0 to 65535 raises here)
+        _bad_port = False
+    except ValueError:
+        _bad_port = True
     if (_public.scheme not in {"http", "https"} or not _public.hostname or "@" in _public.netloc
-            or _public.path or _public.query or _public.fragment):
+            or _public.path or _public.query or _public.fragment or _bad_port):
         raise ImproperlyConfigured(
             f"NYLON_PUBLIC_URL: {NYLON_PUBLIC_URL!r} must be scheme://host[:port], e.g. https://nylon.example.com")
 NYLON_EMAIL_HOST = os.environ.get("NYLON_EMAIL_HOST", "").strip()

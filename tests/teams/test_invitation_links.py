@@ -106,7 +106,8 @@ def test_mail_needs_the_public_url(tmp_path):
 
 
 @pytest.mark.parametrize("value", ["nylon.example.com", "ftp://nylon.example.com", "https://nylon.example.com/app",
-                                   "https://nylon.example.com/?x=1", "https://user@nylon.example.com"])
+                                   "https://nylon.example.com/?x=1", "https://user@nylon.example.com",
+                                   "https://nylon.example.com:8o8o", "https://nylon.example.com:99999"])
 def test_a_public_url_that_is_not_scheme_host_port_is_refused(tmp_path, value):
     r = _settings(tmp_path, NYLON_PUBLIC_URL=value)
     assert r.returncode != 0 and "NYLON_PUBLIC_URL" in r.stderr, r.stderr[-2000:]
