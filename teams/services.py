@@ -278,7 +278,8 @@ def _check_invite_rate(org: Organization, now) -> None:
 
 def _send_invitation_email(*, invitation_id: int, email: str, org_name: str, role: str, inviter: str, url: str,
                            expires_at) -> None:
-    """After commit: a failed send is logged and the invitation stands (the admin has the link)."""
+    """After commit: a failed send is logged and the invitation stands, though nobody holds its link
+    (with mail the admin is never shown it): the admin, told it was emailed, has to invite again."""
     org_name = " ".join(org_name.split())  # a line break in a Subject header is refused
     subject = f"You are invited to {org_name} on Nylon"
     by = f"{inviter} invited you" if inviter else "You are invited"
@@ -287,7 +288,7 @@ def _send_invitation_email(*, invitation_id: int, email: str, org_name: str, rol
             "If you did not expect this, ignore this email.\n")
     try:
         send_mail(subject, body, None, [email])
-    except Exception:  # SMTP down, refused, timed out: the invite is made, the link was shown
+    except Exception:  # SMTP down, refused, timed out: the invite is made, its link is lost
         log.warning("invitation %s: email not sent", invitation_id, exc_info=True)
 
 
