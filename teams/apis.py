@@ -8,6 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from nylon_project.api import Api, StrictSerializer, paginate, team_from_input
+from nylon_project.errors import ServiceUnavailable
 from nylon_project.pagination import CursorPage
 from nylon_project.schema import ErrorResponse
 
@@ -191,7 +192,7 @@ class MemberListApi(Api):
     def get(self, request):
         return paginate(self, selectors.member_list(actor=request.actor), MemberOutput)
 
-    @extend_schema(request=InputSerializer, responses={201: InvitationCreatedOutput},
+    @extend_schema(request=InputSerializer, responses={201: InvitationCreatedOutput, 503: ErrorResponse},
                    description="Invites the email with the role: nobody becomes a member until the invitee "
                    "opens invite_url and accepts (an existing account signs in, a new email sets a "
                    "password). Inviting an email again revokes its open invitation and issues a new link. "
@@ -205,6 +206,9 @@ class MemberListApi(Api):
         s.is_valid(raise_exception=True)
         invitation, url = services.member_invite(actor=request.actor, base_url=request.build_absolute_uri("/"),
                                                  request_id=self.request_id(), **s.validated_data)
+        if url is None and services.invitation_mail_failed(invitation):
+            raise ServiceUnavailable("The invitation email could not be sent, so no invitation was issued; "
+                                     "try again later.")
         data = dict(InvitationOutput(invitation).data)
         data["invite_url"], data["emailed"] = url, url is None
         return Response(data, status=status.HTTP_201_CREATED)

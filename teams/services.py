@@ -278,8 +278,9 @@ def _check_invite_rate(org: Organization, now) -> None:
 
 def _send_invitation_email(*, invitation_id: int, email: str, org_name: str, role: str, inviter: str, url: str,
                            expires_at) -> None:
-    """After commit: a failed send is logged and the invitation stands, though nobody holds its link
-    (with mail the admin is never shown it): the admin, told it was emailed, has to invite again."""
+    """After commit. A failed send revokes the invitation: with mail the admin is never shown the
+    link, so nobody holds it; the caller sees the revocation (``invitation_mail_failed``) and says so
+    instead of "emailed"."""
     org_name = " ".join(org_name.split())  # a line break in a Subject header is refused
     subject = f"You are invited to {org_name} on Nylon"
     by = f"{inviter} invited you" if inviter else "You are invited"
@@ -288,8 +289,17 @@ def _send_invitation_email(*, invitation_id: int, email: str, org_name: str, rol
             "If you did not expect this, ignore this email.\n")
     try:
         send_mail(subject, body, None, [email])
-    except Exception:  # SMTP down, refused, timed out: the invite is made, its link is lost
-        log.warning("invitation %s: email not sent", invitation_id, exc_info=True)
+    except Exception:  # SMTP down, refused, timed out: the link is lost with the email
+        log.warning("invitation %s: email not sent; the invitation is revoked", invitation_id, exc_info=True)
+        Invitation.objects.filter(id=invitation_id, accepted_at__isnull=True, revoked_at__isnull=True).update(
+            revoked_at=timezone.now())
+
+
+def invitation_mail_failed(invitation: Invitation) -> bool:
+    """After ``member_invite`` returned with no link (mail configured; its transaction committed, so
+    the email was tried): whether the send failed, which revoked the invitation."""
+    invitation.refresh_from_db(fields=["revoked_at"])
+    return invitation.revoked_at is not None
 
 
 def _lock_invitation(invitation: Invitation) -> Invitation | None:

@@ -116,9 +116,14 @@ def members(request):
             add_form_errors(form, exc.detail)
             status = 429
         else:
-            # Only what the admin typed: whether an account has this email is not theirs to learn.
-            messages.success(request, _("%(who)s invited.") % {"who": invited.email})
-            form, status = MemberAddForm(), 200
+            if invite_url is None and services.invitation_mail_failed(invited):
+                form.add_error("email", _("The invitation email could not be sent, so no invitation was "
+                                          "issued; try again later."))
+                invited, status = None, 503
+            else:
+                # Only what the admin typed: whether an account has this email is not theirs to learn.
+                messages.success(request, _("%(who)s invited.") % {"who": invited.email})
+                form, status = MemberAddForm(), 200
     rows = team_selectors.member_list(actor=actor).order_by("user__username")
     invitations = None
     if actor.is_org_admin:  # invitations are for org admins only (teams.access.access_invitation_by_id)

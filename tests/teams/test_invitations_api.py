@@ -214,19 +214,44 @@ def test_no_email_when_mail_is_not_configured(world, client_for, settings, mailo
     assert mailoutbox == []
 
 
-def test_a_failed_send_is_logged_and_the_invitation_stands(world, client_for, settings, caplog,
-                                                           django_capture_on_commit_callbacks):
+def _refused_smtp(settings) -> None:
     with socket.socket() as s:  # a port nothing listens on: the SMTP connection is refused
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     settings.NYLON_EMAIL_HOST, settings.NYLON_PUBLIC_URL = "127.0.0.1", "https://nylon.example.com"
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", port, 2
-    with caplog.at_level(logging.WARNING, logger="nylon.invitations"), \
-            django_capture_on_commit_callbacks(execute=True):
-        body = invite(client_for(world["a"].admin), "unlucky@example.com")
-    assert Invitation.objects.get(id=body["id"]).status == "pending"
-    assert any("email not sent" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.django_db(transaction=True)  # the mail is sent on a real commit, before the answer
+def test_a_failed_send_is_a_503_and_leaves_no_invitation_nobody_holds_a_link_to(world, client_for, settings,
+                                                                                caplog):
+    """With mail the admin never sees the link: a lost email must not be answered "emailed"."""
+    _refused_smtp(settings)
+    c = client_for(world["a"].admin)
+    with caplog.at_level(logging.WARNING, logger="nylon.invitations"):
+        r = c.post("/api/v1/members", {"email": "unlucky@example.com"}, format="json")
+    assert r.status_code == 503, r.content
+    assert r.json()["error"]["code"] == "unavailable" and "could not be sent" in r.json()["error"]["message"]
+    assert "/invite/" not in r.content.decode()
+    assert any("email not sent" in rec.getMessage() for rec in caplog.records)
+    assert Invitation.objects.get(email="unlucky@example.com").status == "revoked"
+    assert c.get("/api/v1/invitations").json()["results"] == []
+    # Once mail works again, inviting again works.
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    r = c.post("/api/v1/members", {"email": "unlucky@example.com"}, format="json")
+    assert r.status_code == 201 and r.json()["emailed"] is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_console_says_when_the_invitation_email_failed(world, settings):
+    _refused_smtp(settings)
+    admin = Client()
+    admin.force_login(world["a"].admin)
+    r = admin.post("/console/members/", {"email": "unlucky@example.com", "role": "member"})
+    assert r.status_code == 503
+    assert "could not be sent" in r.content.decode() and 'id="invite-emailed"' not in r.content.decode()
+    assert Invitation.objects.get(email="unlucky@example.com").status == "revoked"
 
 
 def test_ttl_comes_from_the_setting(world, client_for, settings):
