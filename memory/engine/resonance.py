@@ -14,6 +14,7 @@ import numpy as np
 
 from .graph import Graph
 from .index import TenantIndex
+from .ranking import COSINE_TIE_ABS, rank_order
 from .router import is_time_question
 from .text import canonical_entity, extract_entities
 from .tokenize import tokenize
@@ -385,39 +386,11 @@ def _merge_lists(a_ids, a_sc, b_ids, b_sc):
     return ids, np.linspace(1.0, 0.5, ids.size) if ids.size else np.empty(0)
 
 
-# Values closer than this (relative) rank as ties. Cosines come from float32
-# vectors and window means are summed in member order, so two mathematically equal values can
-# differ in the 7th digit; ordering them by that noise instead of by id made the ranking depend on
-# the CPU's summation order (an AVX-512 host ranked a tie differently from the reference).
-RANK_TIE_EPS = 1e-6
-
-
-def rank_order(values: np.ndarray, tie: np.ndarray, eps: float = RANK_TIE_EPS) -> np.ndarray:
-    """Indices by descending value; a run of values each within ``eps`` (relative) of the previous
-    one is a tie group, ordered by ``tie`` ascending. NaN counts as -inf (last). A run may chain
-    past ``eps`` in total; that needs values packed at 1e-6 relative spacing, which real scores
-    are not, and chaining (unlike a fixed grid) never splits two equal-but-noisy values apart."""
-    v = np.where(np.isnan(values), -np.inf, np.asarray(values, dtype=np.float64))
-    order = np.lexsort((tie, -v))
-    if v.size < 2:
-        return order
-    sv = v[order]
-    fin = np.isfinite(sv)
-    with np.errstate(invalid="ignore"):  # -inf - -inf: NaN, which is "not a new group"
-        gap = sv[:-1] - sv[1:]
-    # Relative to the larger of the two (scores of decayed memories are far below 1 and still
-    # distinct); the -inf (NaN) tail is a group of its own, never part of a finite value's group.
-    a, b = np.where(fin[:-1], sv[:-1], 0.0), np.where(fin[1:], sv[1:], 0.0)
-    new = (gap > eps * np.maximum(np.abs(a), np.abs(b))) | (fin[:-1] != fin[1:])
-    group = np.concatenate(([0], np.cumsum(new)))
-    return order[np.lexsort((np.asarray(tie)[order], group))]
-
-
-def _rr(values: np.ndarray, k: int, tie: np.ndarray) -> np.ndarray:
+def _rr(values: np.ndarray, k: int, tie: np.ndarray, abs_eps: float = 0.0) -> np.ndarray:
     """1/(k + rank) of each value (rank 1 = largest, near-ties by ``tie``, see ``rank_order``); NaN
     scores 0, ranks last."""
     v = np.where(np.isnan(values), -np.inf, values)
-    order = rank_order(v, tie)
+    order = rank_order(v, tie, abs_eps=abs_eps)
     ranks = np.empty(v.size, dtype=np.float64)
     ranks[order] = np.arange(1, v.size + 1)
     out = 1.0 / (k + ranks)
@@ -587,10 +560,10 @@ def _rank_final(index, cand, score, qvec, params, lists, vis, extra=()):
     if qvec is not None:
         cos = index.vectors.cosine(cand, qvec)
         if params.w_rank_cos > 0:
-            final += params.w_rank_cos * _rr(cos, rk, cand)
+            final += params.w_rank_cos * _rr(cos, rk, cand, COSINE_TIE_ABS)
         if params.w_rank_wcos > 0:
             wcos = window_cosine(index.windows, index.vectors, cand, qvec, vis)
-            final += params.w_rank_wcos * _rr(wcos, rk, cand)
+            final += params.w_rank_wcos * _rr(wcos, rk, cand, COSINE_TIE_ABS)
     return final, cos
 
 

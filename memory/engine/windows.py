@@ -21,6 +21,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from .bm25 import BM25Index, BM25Query
+from .ranking import COSINE_TIE_ABS, rank_order
 
 __all__ = ["ContextWindows", "window_cosine", "window_vector_top"]
 
@@ -244,6 +245,7 @@ def window_vector_top(
     cand = cand[seedable[cand]]
     wc = window_cosine(windows, vectors, cand, qvec, visible)
     wc = np.where(np.isnan(wc), -np.inf, wc)
-    order = np.lexsort((cand, -wc))[:k]
+    # Windows with the same members have the same mean, up to float32 noise: tied, by id.
+    order = rank_order(wc, cand, abs_eps=COSINE_TIE_ABS)[:k]
     order = order[np.isfinite(wc[order])]
     return cand[order], wc[order]

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from memory.engine import NodeKind, ResonateParams, Scope, TenantIndex, tokenize
-from memory.engine.resonance import RANK_TIE_EPS
+from memory.engine.ranking import COSINE_TIE_ABS, RANK_TIE_EPS
 from memory.engine.router import is_time_question
 from memory.engine.text import canonical_entity, extract_entities, has_time_expression
 
@@ -100,17 +100,23 @@ def ref_windows(index: TenantIndex, radius: int = 1) -> list[list[int]]:
     return out
 
 
-def _rank_recip(values: dict[int, float], k: int) -> dict[int, float]:
-    """1/(k + rank) by value (ties by id); NaN values get 0 and rank last."""
+def _tie_sorted(values: dict[int, float], abs_eps: float = 0.0) -> list[int]:
+    """Keys by descending value, NaN dropped; near-ties (each within RANK_TIE_EPS of the previous
+    value, relative, or abs_eps absolute) form one group, by id."""
     ok = sorted((i for i, v in values.items() if not math.isnan(v)), key=lambda i: (-values[i], i))
-    # Near-ties (each within RANK_TIE_EPS of the previous value, relative) form one group, by id.
     ranked, group = [], []
     for i in ok:
-        if group and values[group[-1]] - values[i] > RANK_TIE_EPS * max(abs(values[group[-1]]), abs(values[i])):
+        gap = values[group[-1]] - values[i] if group else 0.0
+        if group and gap > max(RANK_TIE_EPS * max(abs(values[group[-1]]), abs(values[i])), abs_eps):
             ranked += sorted(group)
             group = []
         group.append(i)
-    ranked += sorted(group)
+    return ranked + sorted(group)
+
+
+def _rank_recip(values: dict[int, float], k: int, abs_eps: float = 0.0) -> dict[int, float]:
+    """1/(k + rank) by value (ties by id); NaN values get 0 and rank last."""
+    ranked = _tie_sorted(values, abs_eps)
     out = {i: 0.0 for i in values}
     for r, i in enumerate(ranked, 1):
         out[i] = 1.0 / (k + r)
@@ -158,10 +164,8 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
         vec_ids = sorted(cand, key=lambda i: (-sims[i], i))[: params.n_vec]
         if params.n_wvec > 0:
             pool = sorted((i for i in range(n) if vis[i] and has[i]), key=lambda i: (-sims[i], i))[:100]
-            wc = sorted(
-                {j for i in pool for j in windows[i] if seedable[j] and not math.isnan(wcos[j])},
-                key=lambda j: (-wcos[j], j),
-            )[: params.n_wvec]
+            wc = _tie_sorted({j: wcos[j] for i in pool for j in windows[i] if seedable[j]},
+                             COSINE_TIE_ABS)[: params.n_wvec]
             if params.w_wvec_as == "vec":
                 vec_ids = wc
             else:
@@ -218,7 +222,7 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
             pool = sorted((i for i in range(n) if vis[i] and has[i]), key=lambda i: (-sims2[i], i))[:100]
             wc2 = {j: window_cos2(j) for i in pool for j in windows[i] if seedable[j]}
             wc2 = {j: v for j, v in wc2.items() if not math.isnan(v)}
-            channels.append((sorted(wc2, key=lambda j: (-wc2[j], j))[: params.n_wvec], params.w_vprf))
+            channels.append((_tie_sorted(wc2, COSINE_TIE_ABS)[: params.n_wvec], params.w_vprf))
     fused = rrf(channels)
     if not fused:
         return []
@@ -238,11 +242,11 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
         scored[i] = a * ten_all[i] * (1 + params.w_ctx * frac)
     if params.final == "rank" and scored:
         final = {i: fused.get(i, 0.0) for i in scored}
-        parts = [(params.w_rank_act, dict(scored))]
+        parts = [(params.w_rank_act, dict(scored), 0.0)]
         if unit_q is not None:
-            parts.append(({i: float(mat[i] @ unit_q) if has[i] else math.nan for i in scored}, None))
-            parts[-1] = (params.w_rank_cos, parts[-1][0])
-            parts.append((params.w_rank_wcos, {i: wcos[i] for i in scored}))
+            parts.append((params.w_rank_cos, {i: float(mat[i] @ unit_q) if has[i] else math.nan for i in scored},
+                          COSINE_TIE_ABS))
+            parts.append((params.w_rank_wcos, {i: wcos[i] for i in scored}, COSINE_TIE_ABS))
         if params.w_rank_sess > 0:
             # Session score: sum of the session's sess_top best turn-level BM25 scores.
             skey = index.col("session_key")
@@ -256,10 +260,10 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
                 else math.nan
                 for i in scored
             }
-            parts.append((params.w_rank_sess, sess))
-        for w, vals in parts:
+            parts.append((params.w_rank_sess, sess, 0.0))
+        for w, vals, abs_eps in parts:
             if w > 0:
-                for i, r in _rank_recip(vals, params.rrf_k).items():
+                for i, r in _rank_recip(vals, params.rrf_k, abs_eps).items():
                     final[i] += w * r
         bonus = 1.0 / (params.rrf_k + 1)
         if params.w_own > 0 and qset:

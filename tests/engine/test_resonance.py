@@ -315,7 +315,7 @@ def test_speaker_focus_resolves_nicknames() -> None:
 def test_rank_order_groups_near_ties_by_id() -> None:
     """Values within RANK_TIE_EPS of their predecessor rank by id (float32 noise must not decide),
     distinct values by value, and NaN / -inf last, never inside a finite value's group."""
-    from memory.engine.resonance import RANK_TIE_EPS, rank_order
+    from memory.engine.ranking import RANK_TIE_EPS, rank_order
 
     v = np.array([0.5, 0.3 + RANK_TIE_EPS / 4, np.nan, 0.3, 0.9, -np.inf, 0.3 - 1e-3])
     tie = np.array([10, 5, 3, 1, 7, 2, 0])
@@ -327,7 +327,36 @@ def test_rank_order_groups_near_ties_by_id() -> None:
 
 def test_rank_order_is_relative_for_small_scores() -> None:
     """Diffusion scores of decayed memories sit far below 1e-6 and are still ranked by value."""
-    from memory.engine.resonance import rank_order
+    from memory.engine.ranking import rank_order
 
     v = np.array([1e-9, 5e-9, 3e-9, 0.0, 0.0])
     assert rank_order(v, np.array([0, 1, 2, 3, 4])).tolist() == [1, 2, 0, 3, 4]
+
+
+def test_cosines_near_zero_tie_within_an_absolute_gap() -> None:
+    """A float32 dot product of unit vectors is off by ~1e-7 whatever its size: two equal cosines
+    near zero differ by far more than 1e-6 relative, so cosine rankings group them absolutely."""
+    from memory.engine.ranking import COSINE_TIE_ABS, rank_order
+
+    v = np.array([1.7285e-4, 1.7290e-4, 0.3])  # equal up to float32 noise, and a distinct one
+    tie = np.array([0, 1, 2])
+    assert rank_order(v, tie).tolist() == [2, 1, 0]  # relative only: the noise decides
+    assert rank_order(v, tie, abs_eps=COSINE_TIE_ABS).tolist() == [2, 0, 1]
+
+
+def test_windows_with_the_same_members_rank_by_id_in_the_window_vector_channel(monkeypatch) -> None:
+    """Two windows holding the same vectors have equal mean cosines up to float32 noise (a BLAS
+    call sums a row differently at another position: the Rocchio channel met two 6e-8 apart). The
+    channel orders them by id, as its reference does, not by that noise."""
+    from memory.engine import windows as W
+
+    idx = TenantIndex(4)
+    rng = np.random.default_rng(3)
+    idx.upsert_nodes([NodeRecord(node_id=100 + i, text=f"turn {i}", kind=0, owner_key=1, team_id=0,
+                                 scope=Scope.ORG, t0=1.0, lam=0.0, last_updated=0.0, mentions=0,
+                                 vector=rng.normal(size=4), session_key=5, seq=i) for i in range(3)])
+    vis = np.ones(idx.n, dtype=bool)
+    noisy = {0: 0.8850762844085693, 1: 0.8850763440132141, 2: 0.5}  # 0 and 1 equal but for noise
+    monkeypatch.setattr(W, "window_cosine", lambda _w, _v, ids, _q, _vis: np.array([noisy[int(i)] for i in ids]))
+    ids, _ = W.window_vector_top(idx.windows, idx.vectors, rng.normal(size=4), 3, vis, vis)
+    assert ids.tolist() == [0, 1, 2]
