@@ -3,16 +3,12 @@ browsers stay logged in, and so do their feeds)."""
 
 from __future__ import annotations
 
-import logging
-
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.contrib.auth.signals import user_logged_out
 from django.dispatch import receiver
 
-from .consumers import session_group
+from nylon_project.events import send_to_group
 
-log = logging.getLogger("nylon.events")
+from .consumers import session_group
 
 
 @receiver(user_logged_out, dispatch_uid="frontend.close_feeds_on_logout")
@@ -21,9 +17,5 @@ def close_feeds_on_logout(sender, request=None, user=None, **kwargs) -> None:
     key = getattr(getattr(request, "session", None), "session_key", None)
     if not key:
         return
-    try:
-        layer = get_channel_layer()
-        if layer is not None:
-            async_to_sync(layer.group_send)(session_group(key), {"type": "session.logout"})
-    except Exception as exc:  # the logout itself must not fail (and a layer that is down sends no events either)
-        log.warning("live feed sockets of a logged-out session not closed: %s", exc)
+    send_to_group(session_group(key), {"type": "session.logout"},
+                  what="the close of a logged-out session's live-feed sockets")

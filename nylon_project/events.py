@@ -10,17 +10,19 @@ from django.db import transaction
 log = logging.getLogger("nylon.events")
 
 
+def send_to_group(group: str, message: dict, *, what: str) -> None:
+    """Best effort: the live feed never fails the write or the logout that sends to it (and a
+    channel layer that is down delivers nothing anyway); ``what`` names the message in the log."""
+    try:
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+        if layer is not None:
+            async_to_sync(layer.group_send)(group, message)
+    except Exception as exc:
+        log.warning("%s not sent: %s", what, exc)
+
+
 def publish(org_id: int, event_type: str, payload: dict) -> None:
-    def send() -> None:
-        try:
-            from channels.layers import get_channel_layer
-
-            layer = get_channel_layer()
-            if layer is not None:
-                async_to_sync(layer.group_send)(
-                    f"org.{org_id}", {"type": "org.event", "event": {"type": event_type, **payload}}
-                )
-        except Exception as exc:  # the live feed is best effort; the write already committed
-            log.warning("event publish failed: %s", exc)
-
-    transaction.on_commit(send)
+    transaction.on_commit(lambda: send_to_group(
+        f"org.{org_id}", {"type": "org.event", "event": {"type": event_type, **payload}}, what="event publish"))

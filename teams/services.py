@@ -66,7 +66,7 @@ def organization_create(*, name: str, owner, slug: str | None = None) -> Organiz
 @transaction.atomic
 def organization_update(*, actor: Actor, name: str, request_id: str = "") -> Organization:
     require_org_admin(actor, action="organisation changes")
-    org = Organization.objects.select_for_update().get(pk=actor.org.pk)
+    org = Organization.objects.select_for_update(no_key=True).get(pk=actor.org.pk)
     org.name = name
     org.save(update_fields=["name"])
     audit.record(actor=actor, action="org.update", object_type="org", object_id=org.id,
@@ -227,7 +227,7 @@ def member_invite(*, actor: Actor, email: str, role: str, base_url: str,
         raise ValidationError({"email": [f"Ensure this email has at most {max_len} characters."]})
     # The org row lock serialises the org's invitations (and role changes, ``_lock_membership``):
     # two concurrent invites of one email would otherwise both find no open invitation to revoke.
-    Organization.objects.select_for_update().filter(pk=actor.org.pk).first()
+    Organization.objects.select_for_update(no_key=True).filter(pk=actor.org.pk).first()
     if Membership.objects.filter(org=actor.org, user__email__iexact=email).exists():
         raise ValidationError({"email": ["Already a member."]})
     now = timezone.now()
@@ -309,7 +309,7 @@ def _lock_invitation(invitation: Invitation) -> Invitation | None:
     locks the org and then writes the org's invitations, while this transaction's own inserts
     (the audit row, the membership) wait for the org row. Locking the invitation first deadlocked
     with a re-invite of the same email, and Postgres failed one of the two requests."""
-    Organization.objects.select_for_update().filter(pk=invitation.org_id).first()
+    Organization.objects.select_for_update(no_key=True).filter(pk=invitation.org_id).first()
     return Invitation.objects.select_for_update(of=("self",)).select_related("org").filter(pk=invitation.pk).first()
 
 
@@ -436,7 +436,7 @@ def _lock_membership(membership: Membership) -> Membership:
     would "demote an admin" who an owner has just made an owner, passing the owners-only check).
     And two owners demoting each other at once would each still see the other owner: locking the
     org row serialises the role changes of one org, so the last-owner check sees committed rows."""
-    Organization.objects.select_for_update().filter(pk=membership.org_id).first()
+    Organization.objects.select_for_update(no_key=True).filter(pk=membership.org_id).first()
     fresh = Membership.objects.filter(pk=membership.pk).select_related("user").first()
     if fresh is None:  # removed meanwhile
         raise Http404
