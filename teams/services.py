@@ -234,6 +234,7 @@ def member_invite(*, actor: Actor, email: str, role: str, base_url: str,
     _check_invite_rate(actor.org, now)
     open_ = Invitation.objects.filter(org=actor.org, email__iexact=email, accepted_at__isnull=True,
                                       revoked_at__isnull=True)
+    _check_may_end_invitations(actor, open_.filter(expires_at__gt=now).values_list("role", flat=True))
     replaced = sorted(open_.values_list("id", flat=True))
     open_.update(revoked_at=now)
     token = secrets.token_urlsafe(32)
@@ -313,6 +314,13 @@ def _lock_invitation(invitation: Invitation) -> Invitation | None:
     return Invitation.objects.select_for_update(of=("self",)).select_related("org").filter(pk=invitation.pk).first()
 
 
+def _check_may_end_invitations(actor: Actor, roles) -> None:
+    """Ending (revoking, or replacing by a new invitation) an open owner invitation is an owner's
+    call, as granting or removing the owner role is (``_check_role_change``)."""
+    if Role.OWNER in set(roles) and not actor.is_org_owner:
+        raise PermissionDenied("Only owners can revoke or replace an invitation to the owner role.")
+
+
 @transaction.atomic
 def invitation_revoke(*, actor: Actor, invitation: Invitation, request_id: str = "") -> Invitation:
     require_org_admin(actor, action="invitation management")
@@ -322,6 +330,7 @@ def invitation_revoke(*, actor: Actor, invitation: Invitation, request_id: str =
     if invitation.accepted_at is not None:
         raise ValidationError({"invitation": ["This invitation was accepted; remove the member instead."]})
     if invitation.revoked_at is None:
+        _check_may_end_invitations(actor, [invitation.role])
         invitation.revoked_at = timezone.now()
         invitation.save(update_fields=["revoked_at"])
         audit.record(actor=actor, action="member.invite_revoke", object_type="invitation",

@@ -353,3 +353,21 @@ def test_an_invitation_that_expires_before_the_accept_locks_it_is_closed(world, 
     assert not Membership.objects.filter(org=a.org, user=b.member).exists()
     assert AuditEvent.objects.count() == events
     assert Invitation.objects.get(id=body["id"]).accepted_at is None
+
+
+def test_only_owners_end_an_owner_invitation(world, client_for):
+    """Granting the owner role is an owner's call, and so is revoking or replacing an invitation
+    to it: an admin could otherwise block an owner's choice of a co-owner."""
+    a = world["a"]
+    owner, admin = client_for(a.owner), client_for(a.admin)
+    inv = invite(owner, "co-owner@example.com", "owner")
+    r = admin.delete(f"/api/v1/invitations/{inv['id']}")
+    assert r.status_code == 403, r.content
+    r = admin.post("/api/v1/members", {"email": "co-owner@example.com", "role": "member"}, format="json")
+    assert r.status_code == 403, r.content
+    assert Invitation.objects.get(id=inv["id"]).status == "pending"  # untouched by either
+    assert Invitation.objects.filter(email="co-owner@example.com").count() == 1
+    # Other invitations stay the admins' to end; the owner may end this one.
+    mine = invite(admin, "plain@example.com", "member")
+    assert admin.delete(f"/api/v1/invitations/{mine['id']}").status_code == 204
+    assert owner.delete(f"/api/v1/invitations/{inv['id']}").status_code == 204
