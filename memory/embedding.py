@@ -7,11 +7,11 @@ embedder, so each publishes its state to Redis (``shared_states``): /healthz in 
 then also shows a worker whose embedder fails.
 
 Concurrent callers share model calls: while one call runs, the texts that arrive queue up and go
-into the next call together (one model call for many requests), with bit-identical vectors. A
-batch is padded to its longest text, so what it saves depends on the texts: `bench/embed_batch.py`
-gives 20-24% less CPU per text at batch 16-64 for short texts of one length, 5-6% for LoCoMo turns
-of varied length. Under concurrent writes the larger gain was handing the pooled database
-connection back before waiting on the model (``_release_pooled_connection``).
+into the next call together (one model call for many requests), with bit-identical vectors. It
+saves the model's per-call cost, which weighs most on short texts: `bench/embed_batch.py` gives
+20-24% less CPU per text at batch 16-64 for ~75-character texts, 5-17% for LoCoMo turns (and
+grouping those by length gains nothing more). Under concurrent writes the larger gain was handing
+the pooled database connection back before waiting on the model (``_release_pooled_connection``).
 """
 
 from __future__ import annotations
