@@ -11,6 +11,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model, password_validation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.mail import send_mail
+from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.urls import reverse
@@ -61,6 +62,83 @@ def organization_create(*, name: str, owner, slug: str | None = None) -> Organiz
     audit.record(actor=None, org=org, action="org.create", object_type="org", object_id=org.id,
                  detail={"owner": owner.get_username()})
     return org
+
+
+@transaction.atomic
+def organization_create_for_email(*, name: str, owner_email: str, base_url: str, slug: str | None = None,
+                                  request_id: str = "") -> tuple[Organization, Invitation, str]:
+    """An operator's new tenant: the organisation, with no member yet, and an invitation to the
+    owner role for ``owner_email`` (mailed after commit when mail is configured). Returns the org,
+    the invitation and its link. The owner joins as every invitee does: a new email sets a
+    password, an existing account signs in and accepts; nobody is made owner of anything without
+    their consent, and the org has no other way in until they do."""
+    errors: dict[str, list[str]] = {}
+    name = " ".join(name.split())
+    owner_email = owner_email.strip()
+    if not name:
+        errors["name"] = ["This field may not be blank."]
+    elif len(name) > Organization._meta.get_field("name").max_length:
+        errors["name"] = [f"Ensure this field has at most {Organization._meta.get_field('name').max_length} "
+                          "characters."]
+    try:
+        validate_email(owner_email)
+    except DjangoValidationError:
+        errors["owner_email"] = ["Enter a valid email address."]
+    else:
+        if len(owner_email) > _max_username_length():
+            errors["owner_email"] = [f"Ensure this email has at most {_max_username_length()} characters."]
+    if slug is not None and (not slug or slug != slugify(slug) or len(slug) > 80):
+        errors["slug"] = ["Use lower-case letters, digits, hyphens and underscores (at most 80)."]
+    if errors:
+        raise ValidationError(errors)
+    slug = slug or _unique_slug(name, lambda s: Organization.objects.filter(slug=s).exists())
+    try:
+        with transaction.atomic():
+            org = Organization.objects.create(name=name, slug=slug)
+    except IntegrityError:  # the slug is taken (or was, a moment ago, by a concurrent create)
+        raise ValidationError({"slug": ["An organisation with this slug exists."]}) from None
+    audit.record(actor=None, org=org, action="org.create", object_type="org", object_id=org.id,
+                 detail={"owner_email": owner_email.lower()}, request_id=request_id)
+    invitation, url = organization_invite_owner(org=org, owner_email=owner_email, base_url=base_url,
+                                                request_id=request_id)
+    return org, invitation, url
+
+
+@transaction.atomic
+def organization_invite_owner(*, org: Organization, owner_email: str, base_url: str,
+                              request_id: str = "") -> tuple[Invitation | None, str]:
+    """The operator's owner invitation to an existing org: the first owner's link expired unused,
+    or an org lost its owners. Ends the email's open invitations to the org, as a resend does.
+    A member with that email is made owner at once (returns no invitation): they consented to the
+    membership, and an invitation would leave their role as it is (``_accept``)."""
+    owner_email = owner_email.strip()
+    try:
+        validate_email(owner_email)
+    except DjangoValidationError:
+        raise ValidationError({"owner_email": ["Enter a valid email address."]}) from None
+    Organization.objects.select_for_update(no_key=True).filter(pk=org.pk).first()
+    members = list(Membership.objects.select_for_update().filter(org=org, user__email__iexact=owner_email))
+    if any(m.role == Role.OWNER for m in members):
+        raise ValidationError({"owner_email": ["Already an owner of this organisation."]})
+    if members:
+        if len(members) > 1:  # emails are not unique across accounts: the operator must say which
+            raise ValidationError({"owner_email": ["Several members have this email; change the role of the "
+                                                   "right account (Django admin or another owner)."]})
+        membership = members[0]
+        old = membership.role
+        membership.role = Role.OWNER
+        membership.save(update_fields=["role"])
+        audit.record(actor=None, org=org, action="member.role", object_type="user", object_id=membership.user_id,
+                     detail={"from": old, "to": Role.OWNER}, request_id=request_id)
+        return None, ""
+    now = timezone.now()
+    open_ = Invitation.objects.filter(org=org, email__iexact=owner_email, accepted_at__isnull=True,
+                                      revoked_at__isnull=True)
+    replaced = sorted(open_.values_list("id", flat=True))
+    open_.update(revoked_at=now)
+    return _issue_invitation(org=org, email=owner_email, role=Role.OWNER, invited_by=None, inviter="",
+                             base_url=base_url, now=now, audit_actor=None, detail={"replaced": replaced},
+                             request_id=request_id)
 
 
 @transaction.atomic
@@ -237,28 +315,39 @@ def member_invite(*, actor: Actor, email: str, role: str, base_url: str,
     _check_may_end_invitations(actor, open_.filter(expires_at__gt=now).values_list("role", flat=True))
     replaced = sorted(open_.values_list("id", flat=True))
     open_.update(revoked_at=now)
+    inviter = actor.user.get_username() if actor.user is not None else ""
+    invitation, url = _issue_invitation(org=actor.org, email=email, role=role, invited_by=actor.user,
+                                        inviter=inviter, base_url=base_url, now=now, audit_actor=actor,
+                                        detail={"replaced": replaced}, request_id=request_id)
+    return invitation, (None if settings.NYLON_EMAIL_HOST and settings.NYLON_PUBLIC_URL else url)
+
+
+def _issue_invitation(*, org: Organization, email: str, role: str, invited_by, inviter: str, base_url: str,
+                      now, audit_actor: Actor | None, detail: dict, request_id: str) -> tuple[Invitation, str]:
+    """Creates the invitation (the caller holds the org row lock and has ended the email's open
+    ones), audits it and returns it with its link; with mail configured the link is mailed after
+    commit, and the caller decides who else may see it."""
     token = secrets.token_urlsafe(32)
     try:
         with transaction.atomic():
             invitation = Invitation.objects.create(
-                org=actor.org, email=email, role=role, invited_by=actor.user, token_hash=hash_secret(token),
+                org=org, email=email, role=role, invited_by=invited_by, token_hash=hash_secret(token),
                 expires_at=now + timedelta(days=settings.NYLON_INVITE_TTL_DAYS),
             )
     except IntegrityError:  # the open-invitation index: a concurrent invite got past the lock
         raise ValidationError({"email": ["An invitation for this email was issued at the same moment; "
                                          "try again."]}) from None
-    audit.record(actor=actor, action="member.invite", object_type="invitation", object_id=invitation.id,
-                 detail={"email": email.lower(), "role": role, "replaced": replaced}, request_id=request_id)
+    audit.record(actor=audit_actor, org=org, action="member.invite", object_type="invitation",
+                 object_id=invitation.id, detail={"email": email.lower(), "role": role, **detail},
+                 request_id=request_id)
     url = (settings.NYLON_PUBLIC_URL or base_url).rstrip("/") + _invite_path(token)
     if settings.NYLON_EMAIL_HOST and not settings.NYLON_PUBLIC_URL:
         # (settings refuse this pair; only an override reaches it) The link came from the request.
         log.warning("invitation %s: not mailed, NYLON_PUBLIC_URL is not set", invitation.id)
     elif settings.NYLON_EMAIL_HOST:
-        inviter = actor.user.get_username() if actor.user is not None else ""
         transaction.on_commit(partial(_send_invitation_email, invitation_id=invitation.id, email=email,
-                                      org_name=actor.org.name, role=invitation.get_role_display(),
+                                      org_name=org.name, role=invitation.get_role_display(),
                                       inviter=inviter, url=url, expires_at=invitation.expires_at))
-        return invitation, None
     return invitation, url
 
 

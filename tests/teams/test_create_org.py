@@ -1,0 +1,151 @@
+"""An operator's new tenant: ``manage.py create_org NAME --owner-email …`` makes the org with no
+member and an owner invitation; the owner joins through the link like any invitee."""
+
+from __future__ import annotations
+
+import io
+import re
+import socket
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from assets.models import AuditEvent
+from teams.models import Invitation, Membership, Organization, Role
+
+from .invites import accept, link_path, sign_up
+
+pytestmark = pytest.mark.django_db
+
+
+def create_org(*args: str) -> tuple[str, str | None]:
+    out = io.StringIO()
+    call_command("create_org", *args, stdout=out)
+    text = out.getvalue()
+    links = re.findall(r"https?://\S+/invite/\S+", text)
+    return text, (links[0] if links else None)
+
+
+def test_a_new_email_gets_an_org_it_owns_by_setting_a_password(client_for):
+    text, link = create_org("Acme Corp", "--owner-email", "Ana@Acme.io")
+    org = Organization.objects.get(slug="acme-corp")
+    assert org.name == "Acme Corp" and "acme-corp" in text
+    assert not Membership.objects.filter(org=org).exists()  # nobody until the owner accepts
+    assert link.startswith("http://127.0.0.1:8000/invite/")
+    inv = Invitation.objects.get(org=org)
+    assert inv.role == Role.OWNER and inv.invited_by is None and inv.status == "pending"
+
+    browser = sign_up(link)
+    m = Membership.objects.get(org=org)
+    assert m.role == Role.OWNER and m.user.email == "ana@acme.io"
+    # The new owner runs the org from here: the console, and the API as that user.
+    assert browser.get("/console/members/").status_code == 200
+    c = client_for(m.user)
+    r = c.get("/api/v1/org", HTTP_X_NYLON_ORG="acme-corp")
+    assert r.status_code == 200 and r.json()["actor"]["role"] == "owner"
+    assert c.post("/api/v1/agents", {"name": "first-agent"}, format="json",
+                  HTTP_X_NYLON_ORG="acme-corp").status_code == 201
+
+    actions = list(AuditEvent.objects.filter(org=org).order_by("id").values_list("action", "actor_label"))
+    assert actions[:2] == [("org.create", "system"), ("member.invite", "system")]
+    assert ("member.invite_accept", "user:ana@acme.io") in actions
+
+
+def test_an_existing_account_signs_in_and_accepts(world):
+    outsider = world["outsider"]
+    _, link = create_org("Gamma", "--owner-email", outsider.email, "--slug", "gamma")
+    assert not Membership.objects.filter(org__slug="gamma").exists()
+    accept(outsider, link)
+    assert Membership.objects.get(org__slug="gamma", user=outsider).role == Role.OWNER
+
+
+def test_the_link_starts_with_the_public_url_else_the_base_url(settings):
+    _, link = create_org("Eps", "--owner-email", "e@example.com", "--base-url", "https://other.example.com/")
+    assert link.startswith("https://other.example.com/invite/")
+    settings.NYLON_PUBLIC_URL = "https://nylon.example.com"
+    _, link = create_org("Delta", "--owner-email", "d@example.com", "--base-url", "https://other.example.com/")
+    assert link.startswith("https://nylon.example.com/invite/")
+
+
+def test_the_link_is_mailed_after_commit_when_mail_is_configured(settings, mailoutbox,
+                                                                 django_capture_on_commit_callbacks):
+    settings.NYLON_EMAIL_HOST, settings.NYLON_PUBLIC_URL = "smtp.example.com", "https://nylon.example.com"
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        text, link = create_org("Mailed Org", "--owner-email", "owner@mailed.io")
+    assert mailoutbox == []  # not before the org and its invitation are committed
+    for callback in callbacks:
+        callback()
+    (mail,) = mailoutbox
+    assert mail.to == ["owner@mailed.io"] and "Mailed Org" in mail.subject and "Owner" in mail.body
+    assert "emailed to owner@mailed.io" in text
+    assert link in mail.body  # the operator, who can read the database anyway, sees it as well
+
+
+def _refused_smtp(settings) -> None:
+    with socket.socket() as s:  # a port nothing listens on: the SMTP connection is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings.NYLON_EMAIL_HOST, settings.NYLON_PUBLIC_URL = "127.0.0.1", "https://nylon.example.com"
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", port, 2
+
+
+@pytest.mark.django_db(transaction=True)  # the mail is sent on a real commit
+def test_a_failed_send_says_so_and_the_same_command_with_the_slug_reissues(settings, mailoutbox):
+    _refused_smtp(settings)
+    with pytest.raises(CommandError, match="could not be sent.*--slug zeta"):
+        create_org("Zeta", "--owner-email", "z@zeta.io")
+    assert Invitation.objects.get(org__slug="zeta").status == "revoked"
+
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    text, link = create_org("ignored", "--owner-email", "z@zeta.io", "--slug", "zeta")
+    assert "exists: a new owner invitation" in text
+    assert Organization.objects.get(slug="zeta").name == "Zeta"
+    (mail,) = mailoutbox
+    assert link in mail.body
+    statuses = sorted(i.status for i in Invitation.objects.filter(org__slug="zeta"))
+    assert statuses == ["pending", "revoked"]
+
+
+def test_reissuing_ends_the_old_link():
+    _, first = create_org("Eta", "--owner-email", "h@eta.io", "--slug", "eta")
+    _, second = create_org("Eta", "--owner-email", "H@ETA.io", "--slug", "eta")
+    assert first != second
+    assert Client().get(link_path(first)).status_code == 410
+    sign_up(second)
+    assert Membership.objects.get(org__slug="eta").role == Role.OWNER
+
+
+def test_an_existing_member_is_made_owner_at_once(world):
+    a = world["a"]
+    text, link = create_org("x", "--owner-email", a.member.email, "--slug", "alpha")
+    assert link is None and "now its owner" in text
+    assert Membership.objects.get(org=a.org, user=a.member).role == Role.OWNER
+    ev = AuditEvent.objects.filter(org=a.org, action="member.role").latest("id")
+    assert ev.actor_label == "system" and ev.detail == {"from": "member", "to": "owner"}
+    with pytest.raises(CommandError, match="Already an owner"):
+        create_org("x", "--owner-email", a.member.email, "--slug", "alpha")
+
+
+@pytest.mark.parametrize("args, field", [
+    (["", "--owner-email", "a@b.io"], "name"),
+    (["   ", "--owner-email", "a@b.io"], "name"),
+    (["N" * 201, "--owner-email", "a@b.io"], "name"),
+    (["Fine", "--owner-email", "not-an-email"], "owner_email"),
+    (["Fine", "--owner-email", "a@b.io", "--slug", "Has Spaces"], "slug"),
+    (["Fine", "--owner-email", "a@b.io", "--slug=-edge-"], "slug"),
+])
+def test_bad_input_is_refused_and_writes_nothing(args, field):
+    orgs, invitations, events = Organization.objects.count(), Invitation.objects.count(), AuditEvent.objects.count()
+    with pytest.raises(CommandError, match=f"^{field}: "):
+        create_org(*args)
+    assert (Organization.objects.count(), Invitation.objects.count(), AuditEvent.objects.count()) == (
+        orgs, invitations, events)
+
+
+def test_a_name_without_a_slug_gets_a_free_one():
+    create_org("Same Name", "--owner-email", "one@x.io")
+    create_org("Same Name", "--owner-email", "two@x.io")
+    assert set(Organization.objects.filter(name="Same Name").values_list("slug", flat=True)) == {
+        "same-name", "same-name-2"}
