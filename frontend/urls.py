@@ -1,13 +1,17 @@
 from django.contrib.staticfiles.views import serve
 from django.urls import path, re_path
 
-from .views import admin, assets, base, governance, invitations, memory
+from .views import account, admin, assets, base, governance, invitations, memory
 
 app_name = "frontend"
 
 urlpatterns = [
     path("", base.home, name="home"),
-    path("login/", base.LoginView.as_view(), name="login"),
+    path("login/", account.LoginView.as_view(), name="login"),
+    path("password-reset/", account.PasswordResetView.as_view(), name="password-reset"),
+    path("password-reset/sent/", account.PasswordResetDoneView.as_view(), name="password-reset-done"),
+    path("reset/<uidb64>/<token>/", account.PasswordResetConfirmView.as_view(), name="password-reset-confirm"),
+    path("reset/done/", account.PasswordResetCompleteView.as_view(), name="password-reset-complete"),
     path("logout/", base.LogoutView.as_view(), name="logout"),
     path("invite/<str:token>", invitations.invite, name="invite"),
     path("console/", base.dashboard, name="dashboard"),

@@ -239,6 +239,13 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / ".nylon" / "static"
 LOGIN_URL = "/login/"
+# Failed console sign-ins per account name and client address in 15 minutes (ten times as many per
+# address), then 429 (frontend.views.account.LoginView).
+NYLON_LOGIN_FAILURES = env_int("NYLON_LOGIN_FAILURES", 10)
+# Self-service password reset (needs NYLON_EMAIL_HOST): a mailed link valid this many hours, and at
+# most this many mails per email address in an hour.
+PASSWORD_RESET_TIMEOUT = env_int("NYLON_PASSWORD_RESET_HOURS", 2) * 3600
+NYLON_PASSWORD_RESETS_PER_HOUR = env_int("NYLON_PASSWORD_RESETS_PER_HOUR", 3)
 
 # Member invitations: a link valid this many days (teams.services.member_invite). With
 # NYLON_EMAIL_HOST set the link is also mailed over SMTP; without it nothing is sent (the dummy

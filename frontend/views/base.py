@@ -53,12 +53,6 @@ def page(request, template: str, context: dict | None = None, *, status: int = 2
     return render(request, template, ctx, status=status)
 
 
-class LoginView(auth_views.LoginView):
-    template_name = "frontend/login.html"
-    redirect_authenticated_user = True
-    next_page = "frontend:dashboard"
-
-
 class LogoutView(auth_views.LogoutView):
     next_page = "frontend:login"
 
