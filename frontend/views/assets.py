@@ -25,7 +25,16 @@ from teams import access as team_access
 from teams.selectors import team_list
 
 from .. import diffs, selectors
-from ..console import console_view, error_text, form_error_text, htmx_error, is_htmx, parse_id, request_id
+from ..console import (
+    add_form_errors,
+    console_view,
+    error_text,
+    form_error_text,
+    htmx_error,
+    is_htmx,
+    parse_id,
+    request_id,
+)
 from ..forms import (
     AssetCreateForm,
     AssetEditForm,
@@ -49,6 +58,16 @@ TRANSITION_LABELS = {
 # --- list -----------------------------------------------------------------------------------------
 
 
+# The services speak the API's field names; the console's forms name some fields differently.
+SERVICE_FIELDS = {"team_id": "team"}
+
+
+def _add_service_errors(form, detail) -> None:
+    if isinstance(detail, dict):
+        detail = {SERVICE_FIELDS.get(k, k): v for k, v in detail.items()}
+    add_form_errors(form, detail)
+
+
 @require_http_methods(["GET", "POST"])
 @console_view
 def assets(request):
@@ -57,10 +76,15 @@ def assets(request):
     create_form = AssetCreateForm(request.POST or None, teams=teams_)
     if request.method == "POST" and create_form.is_valid():
         d = dict(create_form.cleaned_data)
-        team = team_from_input(actor, d.pop("team"))
-        asset = services.asset_create(actor=actor, team=team, request_id=request_id(request), **d)
-        messages.success(request, _("Asset “%(title)s” created.") % {"title": asset.title})
-        return redirect("frontend:asset", asset_id=asset.id)
+        try:
+            team = team_from_input(actor, d.pop("team"))
+            asset = services.asset_create(actor=actor, team=team, request_id=request_id(request), **d)
+        except drf.ValidationError as exc:
+            # On the open form with what was typed (the 400 below), not a flash over a closed panel.
+            _add_service_errors(create_form, exc.detail)
+        else:
+            messages.success(request, _("Asset “%(title)s” created.") % {"title": asset.title})
+            return redirect("frontend:asset", asset_id=asset.id)
     form = AssetFilterForm(request.GET or None, teams=teams_)
     ctx = {"form": form, "create_form": create_form, "nav": "assets", "page": None}
     if form.is_bound and not form.is_valid():
@@ -176,6 +200,14 @@ def _asset_post(request, asset_id: int):
             retry["expected_version"] = str(asset.version)
             form = AssetEditForm(retry, chat_memory=asset.kind == AssetKind.CHAT_MEMORY)
             return _detail(request, asset, edit_form=form, error=error_text(exc.detail), status=409)
+        except drf.ValidationError as exc:
+            # The transaction rolled back, so the asset is as it was: show the form again with what
+            # was typed and the refusal on its field.
+            _add_service_errors(form, exc.detail)
+            # A form-wide refusal (the asset left the editable states meanwhile) goes to the page's
+            # error line: the edit panel is no longer rendered for such an asset.
+            asset.refresh_from_db()
+            return _detail(request, asset, edit_form=form, error=" ".join(form.non_field_errors()), status=400)
         messages.success(request, _("Saved as version %(v)s.") % {"v": asset.version} if versioned
                          else _("Nothing changed: no new version."))
         return back
@@ -198,16 +230,21 @@ def _asset_post(request, asset_id: int):
         if not form.is_valid():
             return _detail(request, asset, visibility_form=form, status=400)
         d = form.cleaned_data
-        if d["visibility"] in (Visibility.TEAM, Visibility.ORG):
-            asset = services.asset_promote(actor=actor, asset=asset, visibility=d["visibility"],
-                                           team=team_from_input(actor, d["team"]),
-                                           expected_version=d["expected_version"], request_id=rid)
-            messages.success(request, _("Promotion proposed: the asset is a candidate until an approver "
-                                        "approves it."))
-        else:
-            services.asset_update(actor=actor, asset=asset, data={"visibility": d["visibility"]},
-                                  expected_version=d["expected_version"], request_id=rid)
-            messages.success(request, _("Visibility changed."))
+        try:
+            if d["visibility"] in (Visibility.TEAM, Visibility.ORG):
+                asset = services.asset_promote(actor=actor, asset=asset, visibility=d["visibility"],
+                                               team=team_from_input(actor, d["team"]),
+                                               expected_version=d["expected_version"], request_id=rid)
+                messages.success(request, _("Promotion proposed: the asset is a candidate until an approver "
+                                            "approves it."))
+            else:
+                services.asset_update(actor=actor, asset=asset, data={"visibility": d["visibility"]},
+                                      expected_version=d["expected_version"], request_id=rid)
+                messages.success(request, _("Visibility changed."))
+        except drf.ValidationError as exc:
+            _add_service_errors(form, exc.detail)
+            return _detail(request, asset, visibility_form=form, error=" ".join(form.non_field_errors()),
+                           status=400)
         return back
 
     if op == "bind":  # POST /agents/{id}/bindings
