@@ -73,6 +73,24 @@ def org_switch(request):
     back = request.POST.get("next") or ""
     if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
         back = ""
+    from urllib.parse import urlsplit
+
+    from django.urls import Resolver404, resolve
+
+    path = urlsplit(back).path
+    try:
+        match = resolve(path) if back else None
+    except Resolver404:
+        match = None
+    if match is not None and match.namespace == "frontend" and match.kwargs and path.startswith("/console/"):
+        # An object page (an asset, a memory, a team…) names a row of the org just left: in the new
+        # org it is a 404. Its section's list page is the same place there (else the dashboard).
+        section = "/console/" + path.split("/")[2] + "/"
+        try:
+            listed = resolve(section)
+        except Resolver404:
+            listed = None
+        back = section if listed is not None and listed.namespace == "frontend" and not listed.kwargs else ""
     return redirect(back or "frontend:dashboard")
 
 
