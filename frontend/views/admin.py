@@ -105,6 +105,10 @@ def members(request):
     invited, invite_url = None, None
     status = 400 if form.is_bound else 200
     if request.method == "POST" and form.is_valid():
+        # The service ends an email's open invitation when it issues a new one (a resend); the admin
+        # who sent the first link must learn it is dead, or they tell the invitee to use it.
+        resend = (actor.is_org_admin and team_selectors.invitation_pending_list(actor=actor)
+                  .filter(email__iexact=form.cleaned_data["email"].strip()).exists())
         try:
             invited, invite_url = services.member_invite(actor=actor, base_url=request.build_absolute_uri("/"),
                                                          request_id=request_id(request), **form.cleaned_data)
@@ -122,7 +126,11 @@ def members(request):
                 invited, status = None, 503
             else:
                 # Only what the admin typed: whether an account has this email is not theirs to learn.
-                messages.success(request, _("%(who)s invited.") % {"who": invited.email})
+                if resend:
+                    messages.success(request, _("%(who)s invited again: the earlier invitation link no longer "
+                                                "works, only this new one does.") % {"who": invited.email})
+                else:
+                    messages.success(request, _("%(who)s invited.") % {"who": invited.email})
                 form, status = MemberAddForm(), 200
     rows = team_selectors.member_list(actor=actor).order_by("user__username")
     invitations = None
