@@ -152,9 +152,29 @@ def organization_update(*, actor: Actor, name: str, request_id: str = "") -> Org
     return org
 
 
+def _team_name(org_id: int, name: str, *, team: Team | None = None) -> str:
+    """``name`` trimmed, refused when another team of the org has it up to case: the Team selects
+    show names only, so "Platform" next to "platform " are two choices nobody can tell apart."""
+    name = name.strip()
+    if not name:
+        raise ValidationError({"name": ["This field may not be blank."]})
+    # The org row lock serialises the org's team names: two concurrent requests would otherwise
+    # both find no clash (their slugs differ, so the slug constraint would not catch it).
+    Organization.objects.select_for_update(no_key=True).filter(pk=org_id).first()
+    others = Team.objects.filter(org_id=org_id)
+    if team is not None:
+        others = others.exclude(pk=team.pk)
+    folded = name.casefold()
+    # Compared here, not with iexact: case-folding ("Straße" = "STRASSE") is not SQL upper().
+    if any(other.strip().casefold() == folded for other in others.values_list("name", flat=True)):
+        raise ValidationError({"name": ["A team with this name already exists."]})
+    return name
+
+
 @transaction.atomic
 def team_create(*, actor: Actor, name: str, description: str = "", request_id: str = "") -> Team:
     require_org_admin(actor, action="team creation")
+    name = _team_name(actor.org.pk, name)
     slug = _unique_slug(name, lambda s: Team.objects.filter(org=actor.org, slug=s).exists())
     try:
         with transaction.atomic():
@@ -170,6 +190,11 @@ def team_create(*, actor: Actor, name: str, description: str = "", request_id: s
 def team_update(*, actor: Actor, team: Team, data: dict, request_id: str = "") -> Team:
     if not data:  # an empty PATCH changes nothing: no save, no audit entry
         return team
+    if "name" in data:
+        data = {**data, "name": data["name"].strip()}
+        # Only a new name is checked: look-alikes made before this rule keep saving their other fields.
+        if data["name"].casefold() != team.name.strip().casefold():
+            _team_name(team.org_id, data["name"], team=team)
     for field in ("name", "description"):
         if field in data:
             setattr(team, field, data[field])

@@ -40,9 +40,13 @@ def teams(request):
     actor = request.actor
     form = TeamForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        team = services.team_create(actor=actor, request_id=request_id(request), **form.cleaned_data)
-        messages.success(request, _("Team “%(name)s” created.") % {"name": team.name})
-        return redirect("frontend:team", team_id=team.id)
+        try:
+            team = services.team_create(actor=actor, request_id=request_id(request), **form.cleaned_data)
+        except drf.ValidationError as exc:  # a name taken up to case: on the form, with the 400 below
+            add_form_errors(form, exc.detail)
+        else:
+            messages.success(request, _("Team “%(name)s” created.") % {"name": team.name})
+            return redirect("frontend:team", team_id=team.id)
     rows = team_selectors.team_list(actor=actor).order_by("name")
     return page(request, "frontend/teams.html", {"teams": rows, "form": form, "nav": "teams"},
                 status=400 if form.is_bound else 200)
@@ -74,9 +78,13 @@ def team_detail(request, team_id: int):
             messages.success(request, _("Removed from the team."))
             return redirect("frontend:team", team_id=team.id)
         if op == "edit" and edit_form.is_valid():
-            services.team_update(actor=actor, team=team, data=edit_form.cleaned_data, request_id=rid)
-            messages.success(request, _("Team saved."))
-            return redirect("frontend:team", team_id=team.id)
+            try:
+                services.team_update(actor=actor, team=team, data=edit_form.cleaned_data, request_id=rid)
+            except drf.ValidationError as exc:
+                add_form_errors(edit_form, exc.detail)  # shown with the 400 below, the input kept
+            else:
+                messages.success(request, _("Team saved."))
+                return redirect("frontend:team", team_id=team.id)
         if op == "delete":
             services.team_delete(actor=actor, team=team, request_id=rid)
             messages.success(request, _("Team deleted."))
