@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import Resolver404, resolve
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
@@ -73,10 +76,6 @@ def org_switch(request):
     back = request.POST.get("next") or ""
     if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
         back = ""
-    from urllib.parse import urlsplit
-
-    from django.urls import Resolver404, resolve
-
     path = urlsplit(back).path
     try:
         match = resolve(path) if back else None
