@@ -1,4 +1,4 @@
-"""Sign-in, org switcher, dashboard, health panel and the live feed."""
+"""Sign-out, org switcher, dashboard, health panel and the live feed (sign-in: account.py)."""
 
 from __future__ import annotations
 
