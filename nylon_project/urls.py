@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from .health import healthz
@@ -13,6 +15,8 @@ api_v1 = [
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    # Browsers ask for /favicon.ico whatever the page links (the 403 page, the API docs, /admin/).
+    path("favicon.ico", RedirectView.as_view(url=static("frontend/favicon.svg"), permanent=False)),
     path("api/v1/", include(api_v1)),
     path("", include("proxy.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
