@@ -55,6 +55,20 @@ def _turn(d: dict) -> services.TurnIn:
                            event_id=d["event_id"], caption=d["caption"], metadata=d["metadata"])
 
 
+def event_id_clash(seen: dict, at, turn: services.TurnIn) -> tuple[object, str] | None:
+    """Where an earlier turn of the request (``seen``: event_id -> (at, turn)) used this turn's
+    event_id with other content, and what differs ("text" or "content"); else None. Records the turn.
+
+    The write keeps one node per event_id, so the later turn would be dropped without a word; an
+    identical repeat is a retry inside the request and stays idempotent."""
+    if not turn.event_id:
+        return None
+    first_at, first = seen.setdefault(turn.event_id, (at, turn))
+    if first == turn:
+        return None
+    return first_at, "text" if first.text != turn.text else "content"
+
+
 class WeaveApi(Api):
     class InputSerializer(TurnInput, WriteScopeInput):
         session_key = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
@@ -81,6 +95,17 @@ class WeaveSessionApi(Api):
         session_key = serializers.CharField(max_length=200)
         turns = TurnInput(many=True, allow_empty=False, max_length=2000)
         end_session = serializers.BooleanField(default=False)
+
+        def validate_turns(self, turns: list[dict]) -> list[dict]:
+            seen: dict = {}
+            errors = [{} for _ in turns]
+            for i, t in enumerate(turns):
+                clash = event_id_clash(seen, i, _turn(t))
+                if clash:
+                    errors[i] = {"event_id": [f"Repeats turn {clash[0]}'s event_id with different {clash[1]}."]}
+            if any(errors):
+                raise serializers.ValidationError(errors)
+            return turns
 
     @extend_schema(request=InputSerializer, responses={201: WeaveOutput})
     def post(self, request):
@@ -300,7 +325,7 @@ def _bulk_turn(raw) -> tuple[services.TurnIn | None, dict]:
                            metadata=metadata), {}
 
 
-def _bulk_session(raw) -> tuple[dict | None, dict]:
+def _bulk_session(raw, index: int = 0, seen: dict | None = None) -> tuple[dict | None, dict]:
     if not isinstance(raw, dict):
         return None, {"non_field_errors": ["Expected an object."]}
     err: dict = {k: ["Unknown field."] for k in raw if k not in _SESSION_FIELDS}
@@ -323,8 +348,15 @@ def _bulk_session(raw) -> tuple[dict | None, dict]:
                         else "Expected a list of items."]
     else:
         bad = {}
+        seen = {} if seen is None else seen
         for i, t in enumerate(turns_raw):
             turn, turn_err = _bulk_turn(t)
+            # event_ids are unique per owner, not per session: a clash across sessions drops a turn too
+            clash = event_id_clash(seen, (index, i), turn) if turn is not None else None
+            if clash:
+                (s_at, t_at), what = clash
+                first = f"turn {t_at}" if s_at == index else f"session {s_at} turn {t_at}"
+                turn_err = {"event_id": [f"Repeats {first}'s event_id with different {what}."]}
             if turn_err:
                 bad[str(i)] = turn_err
             else:
@@ -347,9 +379,9 @@ class BulkSessionsField(serializers.Field):
             raise serializers.ValidationError("Expected a list of sessions.")
         if not data:
             raise serializers.ValidationError("At least one session is required.")
-        sessions, errors, turns = [], {}, 0
+        sessions, errors, turns, seen = [], {}, 0, {}
         for i, raw in enumerate(data):
-            session, err = _bulk_session(raw)
+            session, err = _bulk_session(raw, i, seen)
             if err:
                 errors[str(i)] = err
                 if len(errors) >= 50:  # enough to fix a file by; the rest is not looked at
