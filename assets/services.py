@@ -105,6 +105,9 @@ def asset_create(*, actor: Actor, kind: str, title: str, summary: str = "", body
                  node_ids: list[int] | None = None, visibility: str = Visibility.PRIVATE,
                  team: Team | None = None, confidence: float = 1.0, request_id: str = "") -> Asset:
     _check_create_scope(actor, visibility, team)
+    if kind != AssetKind.CHAT_MEMORY and node_ids:
+        # the update rule: dropping them silently answered 201 for memories the asset never held
+        raise ValidationError({"node_ids": ["Only chat-memory assets hold memories."]})
     node_ids = _check_node_ids(actor, node_ids or []) if kind == AssetKind.CHAT_MEMORY else []
     if kind == AssetKind.CHAT_MEMORY and not node_ids:
         raise ValidationError({"node_ids": ["A chat-memory asset is a set of memories."]})
