@@ -234,6 +234,21 @@ class GrantListCreateApi(Api):
         team_role = serializers.ChoiceField(choices=GrantTeamRole.choices, required=False, default="member")
         permission = serializers.ChoiceField(choices=Permission.choices, default=Permission.READ)
 
+        GRANTEE_ID = {GranteeKind.USER: "user_id", GranteeKind.AGENT: "agent_id", GranteeKind.TEAM_ROLE: "team_id"}
+
+        def validate(self, attrs):
+            # Each grantee kind is named by one id; an id of another kind would be silently dropped.
+            own = self.GRANTEE_ID[attrs["grantee_kind"]]
+            errors = {name: [f'Not used for grantee_kind "{attrs["grantee_kind"]}": give only {own}.']
+                      for name in self.GRANTEE_ID.values() if name != own and attrs.get(name) is not None}
+            if attrs["grantee_kind"] != GranteeKind.TEAM_ROLE and "team_role" in self.initial_data:
+                errors["team_role"] = [f'Not used for grantee_kind "{attrs["grantee_kind"]}": only for team_role.']
+            if attrs.get(own) is None:
+                errors[own] = ["This field is required."]
+            if errors:
+                raise serializers.ValidationError(errors)
+            return attrs
+
     class QueryInput(StrictSerializer):
         object_type = serializers.ChoiceField(choices=ObjectType.choices)
         object_id = serializers.IntegerField(min_value=1)
