@@ -238,16 +238,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--url", help="service URL (env NYLON_URL)")
     p.add_argument("--key", help="agent API key (env NYLON_API_KEY)")
     p.add_argument("--timeout", type=float, default=30.0)
+    # The same flags after the command too (`nylon configure --url … --key …`, as documented).
+    # SUPPRESS: a subcommand that was not given them must not reset what came before the command.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", default=argparse.SUPPRESS, help="service URL (env NYLON_URL)")
+    common.add_argument("--key", default=argparse.SUPPRESS, help="agent API key (env NYLON_API_KEY)")
+    common.add_argument("--timeout", type=float, default=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("configure", help="save URL and key to the config file")
+    s = sub.add_parser("configure", parents=[common], help="save URL and key to the config file")
     s.set_defaults(fn=cmd_configure, needs_client=False)
 
-    s = sub.add_parser("health", help="service health")
+    s = sub.add_parser("health", parents=[common], help="service health")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_health)
 
-    s = sub.add_parser("weave", help="write turns from stdin or a text/JSON/JSONL file")
+    s = sub.add_parser("weave", parents=[common], help="write turns from stdin or a text/JSON/JSONL file")
     s.add_argument("file", nargs="?", help="path, or - for stdin (default)")
     s.add_argument("--session", help="session key (default: cli-<time>)")
     s.add_argument("--visibility", choices=["private", "team", "org"])
@@ -257,7 +263,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_weave)
 
-    s = sub.add_parser("resonate", help="retrieve memories for a query")
+    s = sub.add_parser("resonate", parents=[common], help="retrieve memories for a query")
     s.add_argument("query")
     s.add_argument("-k", type=int, default=10)
     s.add_argument("--depth", type=int)
@@ -265,11 +271,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="the full answer with explanations")
     s.set_defaults(fn=cmd_resonate)
 
-    s = sub.add_parser("context", help="the agent context bundle for a query")
+    s = sub.add_parser("context", parents=[common], help="the agent context bundle for a query")
     s.add_argument("query", nargs="?", default="")
     s.set_defaults(fn=cmd_context)
 
-    s = sub.add_parser("nodes", help="list, show or delete memory nodes")
+    s = sub.add_parser("nodes", parents=[common], help="list, show or delete memory nodes")
     s.add_argument("action", choices=["list", "get", "delete"])
     s.add_argument("id", nargs="?", type=int)
     s.add_argument("--kind")
@@ -278,7 +284,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_nodes)
 
-    s = sub.add_parser("conflicts", help="list or resolve conflicts")
+    s = sub.add_parser("conflicts", parents=[common], help="list or resolve conflicts")
     s.add_argument("action", choices=["list", "resolve"])
     s.add_argument("id", nargs="?", type=int)
     s.add_argument("resolution", nargs="?", choices=["keep_both", "supersede", "reject"])
@@ -287,11 +293,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_conflicts)
 
-    s = sub.add_parser("export", help="export the organisation's memory as JSONL (org admins)")
+    s = sub.add_parser("export", parents=[common], help="export the organisation's memory as JSONL (org admins)")
     s.add_argument("-o", "--output")
     s.set_defaults(fn=cmd_export)
 
-    s = sub.add_parser("import", help="import a JSONL export (org admins)")
+    s = sub.add_parser("import", parents=[common], help="import a JSONL export (org admins)")
     s.add_argument("file", help="path, or - for stdin")
     s.set_defaults(fn=cmd_import)
     return p
