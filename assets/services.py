@@ -287,7 +287,15 @@ def allowed_transitions(*, actor: Actor, asset: Asset) -> list[str]:
 def access_asset_for_transition(actor: Actor, asset_id: int, *, to: str, request_id: str = "") -> Asset:
     """The access check of a transition request (API and console), audited like any access: an
     approval needs an approver, a rejection only a reader (the service then wants the owner or an
-    approver), any other move a writer."""
+    approver), any other move a writer.
+
+    Legality comes first, for anyone who may read the asset: an illegal move is the 400 it is for
+    an org admin, not a 403 that sends a team admin looking for rights no one could use.
+    ``asset_transition`` checks it again on the locked row."""
+    status = Asset.objects.filter(org=actor.org, id=asset_id).values_list("status", flat=True).first()
+    if status is not None and to not in TRANSITIONS.get(status, set()):
+        asset = access.access_asset_by_id(actor, asset_id, for_write=False, request_id=request_id)
+        raise ValidationError({"to": [f"Illegal transition {asset.status} → {to}."]})
     right = _transition_right(to)
     return access.access_asset_by_id(actor, asset_id, for_write=right == _WRITE, for_approval=right == _APPROVE,
                                      request_id=request_id)
