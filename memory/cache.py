@@ -55,10 +55,13 @@ def _edge_weights(w: np.ndarray) -> np.ndarray:
 _NODE_SQL = """
 SELECT id, text, speaker, kind, visibility, coalesce(owner_agent_id * 2 + 1, owner_user_id * 2),
        coalesce(team_id, 0), t0, lam, extract(epoch from tension_updated_at)::float8, mentions,
-       session_key, seq, extract(epoch from occurred_at)::float8, embedding, deleted_at IS NOT NULL,
-       metadata->>'time_terms'
+       session_key, seq, extract(epoch from occurred_at)::float8, embedding,
+       deleted_at IS NOT NULL OR valid_to IS NOT NULL, metadata->>'time_terms'
 FROM memory_node WHERE org_id = %(org)s {cond} ORDER BY id
 """
+# A node leaves the index when it is deleted or superseded (``valid_to``, set when a conflict is
+# resolved in favour of another node): retrieval serves what is current. A superseded node stays in
+# Postgres, listed by the nodes API with its validity and reached through its governance.
 _EDGE_SQL = "SELECT src_id, dst_id, kind, weight FROM memory_edge WHERE org_id = %(org)s {cond} ORDER BY id"
 # A sync position is a snapshot's xmax plus the transactions still in progress in it (xip): every
 # row a sync has not read was written by a transaction in that list or at/after xmax. (An xmin
@@ -125,7 +128,7 @@ def _session_int(key: str) -> int:
 
 def _record(row) -> NodeRecord:
     (nid, text, speaker, kind, vis, owner, team, t0, lam, t_upd, mentions, skey, seq, occ, emb,
-     deleted, time_terms) = row
+     gone, time_terms) = row
     occ_days = (occ / 86400.0) if occ is not None else float("nan")
     from datetime import datetime
 
@@ -136,7 +139,7 @@ def _record(row) -> NodeRecord:
         node_id=nid, text=text, kind=KIND[kind], owner_key=owner, team_id=team, scope=SCOPE[vis],
         t0=t0, lam=lam, last_updated=t_upd / 86400.0, mentions=mentions, session_key=_session_int(skey),
         seq=seq, occurred_at=occ_days, vector=vec, tokens=tokenize(doc), speaker=speaker or "",
-    ), deleted
+    ), gone
 
 
 class OrgLock:

@@ -80,7 +80,8 @@ def resonate_for(
     if query_vec is not None and not _usable_vector(query_vec, EMBEDDING_DIM if index is None else index.vectors.dim):
         query_vec = None  # wrong dimension, non-finite or zero: lexical only, reported as degraded
     if index is None:
-        result = resonate_sql(visible_nodes(actor=actor), query=query, query_vec=query_vec, params=params,
+        current = visible_nodes(actor=actor).filter(valid_to__isnull=True)  # as the index: not superseded
+        result = resonate_sql(current, query=query, query_vec=query_vec, params=params,
                               now_days=now_days())
     else:
         # Restricted nodes: granted ones from the ACL table, own ones from the index (selecting them
