@@ -391,19 +391,31 @@ class AuditListApi(Api):
 # --- context -----------------------------------------------------------------------------------------
 
 
+def _budget_field(name: str, what: str) -> serializers.IntegerField:
+    return serializers.IntegerField(min_value=1, required=False, help_text=(
+        f"{what}: default {getattr(Budget, name)}; above {Budget.HARD[name]} counts as {Budget.HARD[name]}."))
+
+
+class BudgetInput(StrictSerializer):
+    """Limits of the assembled context, each a whole number. A typed object rather than a free dict:
+    a wrong value is named by its key, and the keys are in the schema (Budget.HARD lists them)."""
+
+    max_chars_per_asset = _budget_field("max_chars_per_asset", "Characters of one bound asset's body")
+    max_stable_chars = _budget_field("max_stable_chars", "Characters of the stable part (the bound assets)")
+    max_index_entries = _budget_field("max_index_entries", "Entries of the scenario index")
+    max_chars_per_index_line = _budget_field("max_chars_per_index_line", "Characters of one index line")
+    max_chars_per_memory = _budget_field("max_chars_per_memory", "Characters of one recalled memory")
+    max_recall_chars = _budget_field("max_recall_chars", "Characters of all recalled memories together")
+    max_recall_items = _budget_field("max_recall_items", "Recalled memories (k raises the default to k)")
+
+
 class ContextApi(Api):
     read_methods = ("POST",)  # building context reads memory; read-only keys may call it
     class InputSerializer(StrictSerializer):
         query = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="")
         k = serializers.IntegerField(min_value=1, max_value=20, required=False, allow_null=True, default=None)
         reinforce = serializers.BooleanField(default=True)
-        budget = serializers.DictField(child=serializers.IntegerField(min_value=1), required=False, default=dict)
-
-        def validate_budget(self, value):
-            unknown = set(value) - set(Budget.HARD)
-            if unknown:
-                raise serializers.ValidationError(f"Unknown budget keys: {sorted(unknown)}.")
-            return value
+        budget = BudgetInput(required=False)
 
     def _answer(self, request, data):
         if request.actor.agent is None:
@@ -411,7 +423,7 @@ class ContextApi(Api):
         s = self.InputSerializer(data=data)
         s.is_valid(raise_exception=True)
         d = s.validated_data
-        overrides = dict(d["budget"])
+        overrides = dict(d.get("budget", {}))
         if d["k"] is not None:
             # k (≤ 20) asks for that many hits: it raises the default max_recall_items (5), which
             # would otherwise silently cut it; an explicit max_recall_items still bounds it.

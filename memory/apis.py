@@ -11,9 +11,17 @@ from rest_framework.exceptions import ParseError
 from rest_framework.response import Response
 
 from assets.access import access_node
-from nylon_project.api import Api, StrictSerializer, filter_params, paginate, team_from_input
+from nylon_project.api import (
+    Api,
+    JSONBodyParser,
+    StrictSerializer,
+    UnstorableBodyText,
+    filter_params,
+    paginate,
+    team_from_input,
+)
 from nylon_project.pagination import CursorPage
-from nylon_project.parsers import SafeJSONParser, unstorable_path, unstorable_text
+from nylon_project.parsers import unstorable_path, unstorable_text
 
 from . import selectors, services
 from .engine.types import MAX_K
@@ -248,7 +256,7 @@ _SESSION_FIELDS = frozenset({"session_key", "turns", "visibility", "team_id", "e
 _TURN_FIELDS = frozenset({"text", "speaker", "occurred_at", "event_id", "caption", "metadata"})
 
 
-class JSONLinesParser(SafeJSONParser):
+class JSONLinesParser(JSONBodyParser):
     """``application/x-ndjson``: one JSON value per line, each held to SafeJSONParser's rules."""
 
     media_type = "application/x-ndjson"
@@ -260,6 +268,9 @@ class JSONLinesParser(SafeJSONParser):
             if line.strip():
                 try:
                     out.append(super().parse(io.BytesIO(line), media_type, parser_context))
+                except UnstorableBodyText as exc:
+                    # the path as in a JSON array body: the session's index, not its line number
+                    raise UnstorableBodyText(f"Line {n}: {exc.detail}", f"[{len(out)}].{exc.field_path}") from None
                 except ParseError as exc:
                     raise ParseError(f"Line {n}: {exc.detail}") from None
         return out
@@ -431,7 +442,7 @@ class BulkIngestApi(Api):
     state is at ``GET memories/bulk/{batch_id}``). ``?embed=false`` skips the embedder too: the
     leaves are found by words at once and by meaning once the task has filled their vectors."""
 
-    parser_classes = [SafeJSONParser, JSONLinesParser]
+    parser_classes = [JSONBodyParser, JSONLinesParser]
 
     class InputSerializer(StrictSerializer):
         sessions = BulkSessionsField()
@@ -454,7 +465,12 @@ class BulkIngestApi(Api):
     def post(self, request):
         q = self.QuerySerializer(data=request.query_params.dict())
         q.is_valid(raise_exception=True)
-        s = self.InputSerializer(data={"sessions": request.data})
+        sessions = request.data
+        if request.stream is None:
+            # No body at all: DRF hands over {} whatever the type, which would read "Expected a list
+            # of sessions." for an empty JSON-lines file where an empty array says none were given.
+            sessions = []
+        s = self.InputSerializer(data={"sessions": sessions})
         s.is_valid(raise_exception=True)
         result = services.bulk_ingest(
             actor=request.actor, sessions=bulk_sessions(request.actor, s.validated_data["sessions"]),
