@@ -209,6 +209,9 @@ class Statement:
     core: frozenset[str]
     numbers: frozenset[str]
     places: frozenset[str]
+    # Tokens mixing letters and digits that are not quantities ("v29", "ticket-4512", "pr42"): names
+    # of things. Two statements naming different ones are about different things.
+    idents: frozenset[str] = frozenset()
 
 
 def statement(text: str, entities: list[str] | tuple[str, ...] = ()) -> Statement:
@@ -222,9 +225,19 @@ def statement(text: str, entities: list[str] | tuple[str, ...] = ()) -> Statemen
     months = {m.lower() for m in MONTH_NAMES}
     numbers = frozenset(_numbers(toks)) | frozenset(m for m in months if m in toks)
     places = frozenset(t for t in toks if t in ent_toks) - numbers
+    idents = frozenset(t for t in toks if t not in numbers and re.search(r"\d", t) and re.search(r"[a-z]", t))
     core = frozenset(_lemma(t) for t in toks if t not in _NEG and t != "not" and t not in _DROP
-                     and t not in numbers and t not in _NUM_WORDS and t not in places and t not in months)
-    return Statement(negated=neg, core=core, numbers=numbers, places=places)
+                     and t not in numbers and t not in _NUM_WORDS and t not in places and t not in months
+                     and t not in idents)
+    return Statement(negated=neg, core=core, numbers=numbers, places=places, idents=idents)
+
+
+def _denies_a_detail_of(denial: Statement, claim: Statement) -> bool:
+    """"We never deploy on Fridays" against "We deploy on Fridays at 14:00 after the freeze": the
+    denial's every word, number and place is in the claim, which only adds detail. Three words at
+    least: "I don't know" is contained in too many statements to deny any of them."""
+    return (len(denial.core) >= 3 and denial.core <= claim.core and len(denial.core) * 2 >= len(claim.core)
+            and denial.numbers <= claim.numbers and denial.places <= claim.places)
 
 
 def _differ(a: frozenset[str], b: frozenset[str]) -> bool:
@@ -259,11 +272,15 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
     left = _left_place(a_text, b_text, a, b)
     if left:
         return f"different place or name for the same statement: lives or works in {left} vs left {left}"
-    if len(a.core | b.core) < 2:
+    if len(a.core | b.core) < 2 or _differ(a.idents, b.idents):
+        # "release plan v29" vs "release plan v59": two things with their own names, not one
+        # statement with two numbers
         return None
     overlap = len(a.core & b.core) / len(a.core | b.core)
     if a.negated != b.negated and overlap >= 0.8 and a.numbers == b.numbers and a.places == b.places:
         return "negation flip: one statement denies the other"
+    if a.negated != b.negated and _denies_a_detail_of(*((a, b) if a.negated else (b, a))):
+        return "negation flip: one statement denies what the other states with more detail"
     if a.negated == b.negated and overlap >= 0.75:
         if a.numbers and b.numbers and _differ(a.numbers, b.numbers) and a.places == b.places:
             return (f"different number or date for the same statement: "

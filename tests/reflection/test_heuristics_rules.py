@@ -20,6 +20,11 @@ B = ("Berlin",)
     # a plain move-away with no shared wording
     ("I live in Berlin", "I moved away from Berlin", B, B),
     ("Alice works at Google.", "Alice quit Google.", ("Alice", "Google"), ("Alice", "Google")),
+    # a denial of a statement made with more detail
+    ("We deploy on Fridays at 14:00 UTC after the freeze ends.", "We never deploy on Fridays.", (), ()),
+    ("Alice doesn't eat meat.", "Alice eats meat at family dinners.", (), ()),
+    # the same named thing with another number
+    ("Release v2 ships on May 3", "Release v2 ships on May 9", (), ()),
 ])
 def test_plain_contradictions_are_found(a, b, ea, eb):
     assert conflict_reason(a, b, ea, eb) is not None
@@ -32,6 +37,15 @@ def test_plain_contradictions_are_found(a, b, ea, eb):
     ("I live in Berlin", "I live in Berlin, Germany", B, ("Berlin", "Germany")),
     ("I live in Berlin", "I left my keys in Berlin", B, B),
     ("I live in Berlin", "I lived in Berlin", B, B),
+    # two things with their own names, not one statement with two numbers
+    ("Bulk memory 29 about topic db and the release plan v29",
+     "Bulk memory 59 about topic db and the release plan v59", (), ()),
+    ("The nightly build b1042 of the payments service failed at 3pm",
+     "The nightly build b1043 of the payments service failed at 5pm", (), ()),
+    # a short denial is contained in too much to deny it
+    ("I don't know", "I know where the meeting is", (), ()),
+    # the claim says much more than the denial denies
+    ("I never go to the gym", "I go to the gym with Ana on Mondays to swim and then eat", (), ()),
 ])
 def test_paraphrases_and_refinements_are_no_conflict(a, b, ea, eb):
     assert conflict_reason(a, b, ea, eb) is None
