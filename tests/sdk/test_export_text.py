@@ -8,7 +8,6 @@ import asyncio
 import json
 
 import httpx
-import nylon_sdk.cli as cli
 import pytest
 from nylon_sdk import AsyncClient, Client
 from nylon_sdk._core import decode
@@ -79,30 +78,3 @@ def test_decode_parses_only_json_documents(content_type, is_json):
     body = b'{"type": "header"}'
     decoded = decode(httpx.Response(200, content=body, headers={"Content-Type": content_type}))
     assert decoded == ({"type": "header"} if is_json else body.decode())
-
-
-@pytest.fixture
-def cli_against(monkeypatch):
-    """Run ``nylon`` in process with its Client talking to a MockTransport."""
-
-    def run(body: str, *argv: str) -> int:
-        def client(url, key, **kw):
-            return Client(url, key, transport=httpx.MockTransport(export_server(body)), **kw)
-
-        monkeypatch.setattr(cli, "Client", client)
-        return cli.main(["--url", "http://nylon.test", "--key", "k", *argv])
-
-    return run
-
-
-@pytest.mark.parametrize("body", [HEADER, ROWS], ids=["header-only", "rows"])
-def test_cli_export_to_stdout(cli_against, capsys, body):
-    assert cli_against(body, "export") == 0
-    assert capsys.readouterr().out == body
-
-
-def test_cli_export_header_only_to_file(cli_against, capsys, tmp_path):
-    out = tmp_path / "export.jsonl"
-    assert cli_against(HEADER, "export", "-o", str(out)) == 0
-    assert out.read_text(encoding="utf-8") == HEADER
-    assert f"wrote {out}" in capsys.readouterr().err

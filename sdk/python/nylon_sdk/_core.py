@@ -205,11 +205,15 @@ class Endpoints:
                                parse=Conflict.from_json))
 
     def export(self):
-        """The organisation's memory as JSONL text (org admins only: agent keys get PermissionDenied)."""
+        """The organisation's memory as JSONL text. Org admins only, so not with an agent key
+        (PermissionDenied): a client built with ``api_key=None`` and the admin's console session
+        cookie in ``headers``. Operators: ``manage.py export_memory``."""
         return self._call(Call("GET", f"{API}/export", parse=_jsonl_text))
 
     def import_(self, jsonl: str | Iterable[dict]):
-        """Load an export (JSONL text, or an iterable of its records); returns the server's counts."""
+        """Load an export (JSONL text, or an iterable of its records); returns the server's counts.
+        Org admins only, as ``export`` (a session also needs its ``X-CSRFToken`` header);
+        operators: ``manage.py import_memory``."""
         text = jsonl if isinstance(jsonl, str) else "\n".join(json.dumps(r) for r in jsonl)
         return self._call(Call("POST", f"{API}/import", json={"jsonl": text}))
 

@@ -217,20 +217,24 @@ def cmd_conflicts(args, client: Client) -> int:
     return 0
 
 
-def cmd_export(args, client: Client) -> int:
-    text = client.export()
-    if args.output in (None, "-"):
-        sys.stdout.write(text)
-    else:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"wrote {args.output}", file=sys.stderr)
-    return 0
+ADMIN_ONLY = """\
+nylon {command}: not available from the CLI. The CLI authenticates with an agent key, and the
+service lets only organisation admins {verb} the organisation's memory (agent keys get 403).
+Instead:
+  - as an org admin signed in to the console, with that session's cookies:
+    GET /api/v1/export (JSONL) and POST /api/v1/import with {{"jsonl": "..."}}
+    (plus the X-CSRFToken header);
+  - as the operator, on the server: manage.py export_memory --org SLUG [--out FILE]
+    and manage.py import_memory --org SLUG FILE.
+"""
 
 
-def cmd_import(args, client: Client) -> int:
-    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
-    emit(client.import_(text))
-    return 0
+def cmd_admin_only(args, _client) -> int:
+    # No request is sent: with an agent key the answer can only be 403, which told nobody where
+    # export and import actually are.
+    verb = "export" if args.command == "export" else "import into"
+    sys.stderr.write(ADMIN_ONLY.format(command=args.command, verb=verb))
+    return 2
 
 
 def parser() -> argparse.ArgumentParser:
@@ -293,13 +297,15 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_conflicts)
 
-    s = sub.add_parser("export", parents=[common], help="export the organisation's memory as JSONL (org admins)")
-    s.add_argument("-o", "--output")
-    s.set_defaults(fn=cmd_export)
+    # Kept as commands only to say where export and import live (org admins, not agent keys);
+    # the arguments they used to take are still accepted so the old spellings get that answer.
+    s = sub.add_parser("export", parents=[common], help="org admins only: says where export lives")
+    s.add_argument("-o", "--output", help=argparse.SUPPRESS)
+    s.set_defaults(fn=cmd_admin_only)
 
-    s = sub.add_parser("import", parents=[common], help="import a JSONL export (org admins)")
-    s.add_argument("file", help="path, or - for stdin")
-    s.set_defaults(fn=cmd_import)
+    s = sub.add_parser("import", parents=[common], help="org admins only: says where import lives")
+    s.add_argument("file", nargs="?", help=argparse.SUPPRESS)
+    s.set_defaults(fn=cmd_admin_only)
     return p
 
 
@@ -308,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.command == "configure":
         return cmd_configure(args, None)
+    if args.fn is cmd_admin_only:
+        return cmd_admin_only(args, None)
     if args.command in ("nodes",) and args.action in ("get", "delete") and args.id is None:
         p.error(f"nodes {args.action} needs an id")
     if args.command == "conflicts" and args.action == "resolve" and (args.id is None or not args.resolution):
