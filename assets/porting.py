@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models, transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
-from memory.models import Edge, Node, Visibility
+from memory.models import EMBEDDING_DIM, Edge, Node, Visibility
 from teams.models import Agent, Membership, Organization, Team
 
 from . import audit
@@ -94,14 +98,18 @@ _ROW_REFS = {
 }
 
 
-def _check_columns(kind, row: dict) -> None:
+def _allowed(kind: str) -> set[str]:
     model = {"node": Node, "asset": Asset, "asset_version": AssetVersion}.get(kind)
-    if kind not in _ROW_REFS:
-        return  # an unknown type is refused by import_lines itself
     allowed = set(_ROW_REFS[kind])
     if model is not None:
         allowed |= {f.attname for f in model._meta.concrete_fields if f.name not in _REF_FIELDS and not f.is_relation}
-    unknown = sorted(set(row) - allowed)
+    return allowed
+
+
+def _check_columns(kind, row: dict) -> None:
+    if kind not in _ROW_REFS:
+        return  # an unknown type is refused by import_lines itself
+    unknown = sorted(set(row) - _allowed(kind))
     if unknown:
         raise ValueError(f"Unknown {kind} columns: {', '.join(unknown[:5])}.")
 
@@ -119,7 +127,7 @@ def _choices() -> dict[str, dict[str, list[str]]]:
     return out
 
 
-_REQUIRED = {"edge": ("kind",)}  # without it the row means nothing (node and asset columns have defaults)
+_REQUIRED = {"edge": ("kind",)}  # without it the row means nothing (the others: ``_bad_types``)
 
 
 def _bad_values(kind: str, row: dict, choices: dict[str, dict[str, list[str]]]) -> dict[str, list[str]]:
@@ -148,29 +156,168 @@ class ImportInvalid(ValueError):
 _MAX_ERRORS = 50  # enough to fix a file by; the rest is not looked at
 
 
-def _rows(lines: Iterable[str]) -> Iterator[tuple[int, str, dict]]:
-    """(line number, row type, row) of every non-blank line, the header first, after the checks of
-    the file's shape: JSON objects, a supported header, known row types and columns."""
+def _parse(raw: str, header_seen: bool) -> tuple[str | None, dict, dict[str, list[str]]]:
+    """(row type, row, errors) of one line: JSON objects, a supported header first, known row
+    types and columns. A bad line is an error on its line, never the parser's own message."""
+    try:
+        row = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return None, {}, {"json": [f"Not valid JSON ({exc.msg} at column {exc.colno})."]}
+    if not isinstance(row, dict):
+        return None, {}, {"json": ["Every line must be a JSON object."]}
+    kind = row.pop("type", None)
+    if not header_seen:
+        if kind != "header" or row.get("format") != FORMAT or row.get("version") != FORMAT_VERSION:
+            return kind, row, {"type": ["Not a Nylon export (format header missing or unsupported)."]}
+    elif kind not in _ROW_REFS:
+        return kind, row, {"type": [f"Unknown row type: {json.dumps(kind)[:40]}."]}
+    else:
+        try:
+            _check_columns(kind, row)
+        except ValueError as exc:
+            return kind, row, {sorted(set(row) - _allowed(kind))[0]: [str(exc)]}
+    return kind, row, {}
+
+
+def _parsed(lines: Iterable[str]) -> Iterator[tuple[int, str | None, dict, dict[str, list[str]]]]:
+    """(line number, row type, row, errors) of every non-blank line, the header first. A file whose
+    first line is no header ends there: what follows it is not a Nylon export to check."""
     header = False
     for lineno, raw in enumerate(lines, start=1):
         raw = raw.strip()
         if not raw:
             continue
-        row = json.loads(raw)
-        if not isinstance(row, dict):
-            raise ValueError("Every line must be a JSON object.")
-        kind = row.pop("type", None)
+        kind, row, errors = _parse(raw, header)
+        yield lineno, kind, row, errors
         if not header:
-            if kind != "header" or row.get("format") != FORMAT or row.get("version") != FORMAT_VERSION:
-                raise ValueError("Not a Nylon export (format header missing or unsupported).")
+            if errors:
+                return
             header = True
-        elif kind not in _ROW_REFS:
-            raise ValueError(f"Unknown row type: {kind!r}.")
-        else:
-            _check_columns(kind, row)
-        yield lineno, kind, row
     if not header:
         raise ValueError("Empty file.")
+
+
+def _rows(lines: Iterable[str]) -> Iterator[tuple[int, str, dict]]:
+    """(line number, row type, row) of every non-blank line of a file ``_validate`` passed."""
+    for lineno, kind, row, errors in _parsed(lines):
+        if errors:
+            raise ImportInvalid({str(lineno): errors})
+        yield lineno, kind, row
+
+
+def _model_fields(kind: str) -> dict:
+    model = {"node": Node, "asset": Asset, "asset_version": AssetVersion, "edge": Edge}[kind]
+    return {f.attname: f for f in model._meta.concrete_fields if f.name not in _REF_FIELDS and not f.is_relation}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _value_error(field, value) -> str | None:
+    """Why ``value`` cannot go into ``field`` (None if it can), decided here: the database would
+    refuse it in the middle of the import with a message naming its own tables and casts."""
+    if value is None:
+        return None if field.null else "This field may not be null."
+    if isinstance(field, ArrayField):
+        if not isinstance(value, list):
+            return "Expected a list."
+        for item in value:
+            why = _value_error(field.base_field, item)
+            if why:
+                return f"Item {json.dumps(item)[:40]}: {why}"
+        return None
+    if isinstance(field, models.JSONField):
+        default = field.get_default()
+        if isinstance(default, dict) and not isinstance(value, dict):
+            return "Expected a JSON object."
+        if isinstance(default, list) and not isinstance(value, list):
+            return "Expected a list."
+        return None
+    if isinstance(field, models.BooleanField):
+        ok, why = isinstance(value, bool), "Expected true or false."
+    elif isinstance(field, models.IntegerField):
+        ok, why = _is_int(value), "Expected a whole number."
+    elif isinstance(field, models.FloatField):
+        ok, why = _is_number(value), "Expected a number."
+    elif isinstance(field, models.DateTimeField):
+        try:
+            ok = isinstance(value, str) and parse_datetime(value) is not None
+        except ValueError:
+            ok = False
+        why = "Expected an ISO 8601 date and time."
+    elif isinstance(field, models.CharField | models.TextField):
+        ok, why = isinstance(value, str), "Expected a string."
+        if ok and "\x00" in value:
+            ok, why = False, "A string may not contain NUL characters."
+    else:
+        ok, why = True, ""
+    if not ok:
+        return why
+    try:
+        field.run_validators(value)  # max_length, the integer range of the column
+    except DjangoValidationError as exc:
+        return " ".join(exc.messages)
+    return None
+
+
+def _name_or_null(v) -> str | None:
+    return None if v is None or isinstance(v, str) else "Expected a name (a string) or null."
+
+
+def _embedding_error(v) -> str | None:
+    if v is None:
+        return None
+    if not isinstance(v, list) or not all(_is_number(x) for x in v):
+        return "Expected a list of numbers or null."
+    if len(v) != EMBEDDING_DIM:
+        return f"Expected {EMBEDDING_DIM} numbers, got {len(v)}."
+    return None
+
+
+def _id_error(v) -> str | None:
+    return None if _is_int(v) else "Expected the row's id in the exported org (a whole number)."
+
+
+# The reference columns of each row type (``_ROW_REFS``) and how each must look; True: required.
+_REF_CHECKS: dict[str, dict[str, tuple[Callable, bool]]] = {
+    "node": {"id": (_id_error, True), "owner_user": (_name_or_null, False), "owner_agent": (_name_or_null, False),
+             "team": (_name_or_null, False), "source_user": (_name_or_null, False),
+             "source_agent": (_name_or_null, False), "embedding": (_embedding_error, False)},
+    "asset": {"id": (_id_error, True), "owner_user": (_name_or_null, False), "owner_agent": (_name_or_null, False),
+              "team": (_name_or_null, False), "approved_by": (_name_or_null, False)},
+    "asset_version": {"asset": (_id_error, True)},
+    "edge": {"src": (_id_error, True), "dst": (_id_error, True)},
+}
+
+
+def _required(field) -> bool:
+    return not (field.null or field.has_default() or field.primary_key or getattr(field, "auto_now", False)
+                or getattr(field, "auto_now_add", False))
+
+
+def _bad_types(kind: str, row: dict, bad: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Errors of the columns ``_bad_values`` did not already refuse: missing, null or ill-typed."""
+    out: dict[str, list[str]] = {}
+    for name, (check, required) in _REF_CHECKS.get(kind, {}).items():
+        if name not in row:
+            if required:
+                out[name] = ["This field is required."]
+        elif (why := check(row[name])) is not None:
+            out[name] = [why]
+    for name, field in _model_fields(kind).items():
+        if name in bad or name in out:
+            continue
+        if name not in row:
+            if _required(field):
+                out[name] = ["This field is required."]
+        elif (why := _value_error(field, row[name])) is not None:
+            out[name] = [why]
+    return out
 
 
 _OWNER_ONLY = {"private", "restricted"}
@@ -195,10 +342,12 @@ def _validate(lines: Iterable[str], *, importer: str | None = None) -> None:
     the error names every bad line (up to ``_MAX_ERRORS``), not only the first."""
     choices = _choices()
     errors: dict[str, dict[str, list[str]]] = {}
-    for lineno, kind, row in _rows(lines):
-        bad = _bad_values(kind, row, choices)
-        if importer is not None:
-            bad = bad | _foreign_private(kind, row, importer)
+    for lineno, kind, row, bad in _parsed(lines):
+        if not bad and kind != "header":
+            bad = _bad_values(kind, row, choices)
+            bad = bad | _bad_types(kind, row, bad)
+            if importer is not None:
+                bad = bad | _foreign_private(kind, row, importer)
         if bad:
             errors[str(lineno)] = bad
             if len(errors) >= _MAX_ERRORS:
@@ -279,7 +428,7 @@ def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict
         elif kind == "edge":
             if row["src"] in node_map and row["dst"] in node_map:
                 Edge.objects.get_or_create(org=org, src_id=node_map[row["src"]], dst_id=node_map[row["dst"]],
-                                           kind=row["kind"], defaults={"weight": row["weight"]})
+                                           kind=row["kind"], defaults={"weight": row.get("weight", 0.5)})
                 counts["edge"] += 1
             else:
                 counts["skipped"] += 1
