@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
@@ -76,18 +76,17 @@ class AssetListCreateApi(Api):
         team_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
         confidence = serializers.FloatField(min_value=0, max_value=1, default=1.0)
 
-    @extend_schema(parameters=[OpenApiParameter("kind", enum=AssetKind.values),
-                               OpenApiParameter("status", enum=AssetStatus.values)],
-                   responses=AssetOutput(many=True))
+    class QueryInput(StrictSerializer):
+        kind = serializers.ChoiceField(choices=AssetKind.values, required=False,
+                                       error_messages={"invalid_choice": "Unknown value."})
+        status = serializers.ChoiceField(choices=AssetStatus.values, required=False,
+                                         error_messages={"invalid_choice": "Unknown value."})
+
+    @extend_schema(parameters=[QueryInput], responses=AssetOutput(many=True))
     def get(self, request):
-        qs = access.readable_assets(request.actor)
-        for f, choices in (("kind", AssetKind.values), ("status", AssetStatus.values)):
-            v = request.query_params.get(f)
-            if v is not None:
-                if v not in choices:
-                    raise serializers.ValidationError({f: ["Unknown value."]})
-                qs = qs.filter(**{f: v})
-        return paginate(self, qs, AssetOutput)
+        q = self.QueryInput(data=filter_params(request))
+        q.is_valid(raise_exception=True)
+        return paginate(self, access.readable_assets(request.actor).filter(**q.validated_data), AssetOutput)
 
     @extend_schema(request=InputSerializer, responses={201: AssetOutput})
     def post(self, request):
@@ -411,16 +410,17 @@ class BudgetInput(StrictSerializer):
 
 class ContextApi(Api):
     read_methods = ("POST",)  # building context reads memory; read-only keys may call it
-    class InputSerializer(StrictSerializer):
+    class QueryInput(StrictSerializer):
         query = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="")
         k = serializers.IntegerField(min_value=1, max_value=20, required=False, allow_null=True, default=None)
         reinforce = serializers.BooleanField(default=True)
+
+    class InputSerializer(QueryInput):
         budget = BudgetInput(required=False)
 
-    def _answer(self, request, data):
+    def _answer(self, request, s: serializers.Serializer):
         if request.actor.agent is None:
             raise PermissionDenied("Context is assembled for agents: authenticate with an agent key.")
-        s = self.InputSerializer(data=data)
         s.is_valid(raise_exception=True)
         d = s.validated_data
         overrides = dict(d.get("budget", {}))
@@ -436,16 +436,13 @@ class ContextApi(Api):
         resp["Vary"] = "Accept-Language"
         return resp
 
-    @extend_schema(parameters=[OpenApiParameter("query", {"type": "string", "maxLength": 4000}),
-                               OpenApiParameter("k", {"type": "integer", "minimum": 1, "maximum": 20}),
-                               OpenApiParameter("reinforce", bool)], responses=dict)
+    @extend_schema(parameters=[QueryInput], responses=dict)
     def get(self, request):
-        data = {k: v for k, v in request.query_params.items() if k in ("query", "k", "reinforce")}
-        return self._answer(request, data)
+        return self._answer(request, self.QueryInput(data=request.query_params.dict()))
 
     @extend_schema(request=InputSerializer, responses=dict)
     def post(self, request):
-        return self._answer(request, request.data)
+        return self._answer(request, self.InputSerializer(data=request.data))
 
 
 # --- export / import ---------------------------------------------------------------------------------

@@ -133,10 +133,15 @@ def paginate(view: APIView, qs, serializer_cls, **serializer_kwargs):
     """One keyset page of ``qs`` serialised, with next/previous cursors.
 
     The view declares ``pagination_class = CursorPage``: that is what makes its OpenAPI schema
-    document the page (``{next, previous, results}``) and the ``cursor``/``limit`` parameters."""
+    document the page (``{next, previous, results}``) and the ``cursor``/``limit`` parameters.
+    A list with filters checks them with its strict ``QueryInput``; one without takes only the
+    paging parameters, and any other is refused the same way (a misspelt ``?kind=`` on a list that
+    has no filter must not look like a filtered answer)."""
     pagination_class = getattr(view, "pagination_class", None)
     if pagination_class is None:
         raise TypeError(f"{type(view).__name__} paginates: declare pagination_class = CursorPage on it.")
+    if getattr(view, "QueryInput", None) is None:
+        StrictSerializer(data=filter_params(view.request)).is_valid(raise_exception=True)
     paginator = pagination_class()
     page = paginator.paginate_queryset(qs, view.request, view=view)
     return paginator.get_paginated_response(serializer_cls(page, many=True, **serializer_kwargs).data)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from nylon_project.api import Api, StrictSerializer, paginate
+from nylon_project.api import Api, StrictSerializer, filter_params, paginate
 from nylon_project.pagination import CursorPage
 
 from . import conflicts, services
@@ -39,16 +39,16 @@ class ConflictOutput(serializers.Serializer):
 class ConflictListApi(Api):
     pagination_class = CursorPage
 
-    @extend_schema(parameters=[OpenApiParameter("status", enum=Conflict.Status.values)],
-                   responses=ConflictOutput(many=True))
+    class QueryInput(StrictSerializer):
+        status = serializers.ChoiceField(choices=Conflict.Status.values, required=False,
+                                         error_messages={"invalid_choice": "Unknown status."})
+
+    @extend_schema(parameters=[QueryInput], responses=ConflictOutput(many=True))
     def get(self, request):
-        qs = conflicts.visible_conflicts(actor=request.actor)
-        wanted = request.query_params.get("status")
-        if wanted is not None:
-            if wanted not in Conflict.Status.values:
-                raise serializers.ValidationError({"status": ["Unknown status."]})
-            qs = qs.filter(status=wanted)
-        return paginate(self, qs, ConflictOutput)
+        q = self.QueryInput(data=filter_params(request))
+        q.is_valid(raise_exception=True)
+        return paginate(self, conflicts.visible_conflicts(actor=request.actor).filter(**q.validated_data),
+                        ConflictOutput)
 
 
 class ConflictResolveApi(Api):
