@@ -2,7 +2,8 @@
 
 Authenticated with an agent key: on stdio the key given to ``manage.py mcp_stdio --key``; over
 streamable HTTP (mounted at ``/mcp`` by ``nylon_project.asgi``) the request's
-``Authorization: Bearer nyl_…`` (or ``X-Api-Key``) header. Tools call the same services and
+``Authorization: Bearer nyl_…`` (or ``X-Api-Key``) header, and a request without a valid key is
+answered 401 before any MCP handling (``_RequireAgentKey``). Tools call the same services and
 selectors as the REST API, so access rules, audit entries and budgets are identical.
 """
 
@@ -233,10 +234,68 @@ def build_server() -> MCPServer:
 _http_server: MCPServer | None = None
 
 
+def _key_status(raw: str | None) -> int:
+    """200 for a valid agent key, 401 for none or a bad one, 503 when the database cannot say.
+    Runs in a worker thread, handing its connection back as the tools do (see ``_tool_call``)."""
+    if not raw:
+        return 401
+    close_old_connections()
+    try:
+        return 200 if authenticate_key(raw) is not None else 401
+    except (OperationalError, InterfaceError):
+        return 503
+    finally:
+        try:
+            connections.close_all()
+        except Exception:  # noqa: BLE001 - the answer stands whatever the close does
+            log.warning("mcp: closing the database connection failed", exc_info=True)
+
+
+class _RequireAgentKey:
+    """Every HTTP request to ``/mcp`` needs a valid agent key, else 401 before any MCP handling.
+
+    The tools check the key themselves (stdio has no request), but over HTTP that meant initialize
+    and tools/list answered 200 to anyone and tools/call a 200 whose result was an error: an MCP
+    client could not tell that its key was wrong, nor ask for a new one (it looks for 401 and
+    ``WWW-Authenticate``). Scope and rate-limit refusals stay tool errors: the key is valid."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        import anyio
+        from starlette.datastructures import Headers
+        from starlette.responses import JSONResponse
+
+        from nylon_project.errors import error_body
+        from nylon_project.middleware import request_id_for
+
+        headers = Headers(scope=scope)
+        raw = key_from_headers(headers)
+        status = await anyio.to_thread.run_sync(_key_status, raw)
+        if status == 200:
+            return await self.app(scope, receive, send)
+        rid = request_id_for(headers.get("x-request-id", ""))
+        if status == 401:
+            # REST's two codes: no credentials at all, or credentials that are not a live key
+            body = (error_body("authentication_failed", "Invalid or revoked agent key.", request_id=rid) if raw
+                    else error_body("not_authenticated", "Send your agent key as 'Authorization: Bearer nyl_…' "
+                                    "(or X-Api-Key).", request_id=rid))
+            extra = {"WWW-Authenticate": 'Bearer realm="nylon"'}
+        else:
+            body = error_body("unavailable", "The database is unavailable or busy; retry shortly.",
+                              request_id=rid)
+            extra = {"Retry-After": "1"}
+        response = JSONResponse(body, status_code=status, headers={"X-Request-Id": rid, **extra})
+        await response(scope, receive, send)
+
+
 def http_app():
     """The streamable-HTTP ASGI app (path ``/mcp``); its lifespan runs the session manager."""
     global _http_server
     if _http_server is None:
         _http_server = build_server()
-    return _http_server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True,
-                                            json_response=True)
+    return _RequireAgentKey(_http_server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True,
+                                                             json_response=True))

@@ -125,14 +125,11 @@ def test_tools_over_streamable_http_in_the_asgi_app(world, client_for):
         w, got = anyio.run(run, a.key)
         assert got["id"] == w["node_ids"][0] and got["owner"] == {"kind": "agent", "id": a.agent.id}
 
-        async def bad():
-            async with httpx2.AsyncClient(headers={"Authorization": "Bearer nyl_x_y"}, timeout=30) as http:
-                async with streamable_http_client(f"{base}/mcp", http_client=http) as (read, write, *_):
-                    async with ClientSession(read, write) as session:
-                        await session.initialize()
-                        return await session.call_tool("memory_resonate", {"query": "Orion"})
-
-        assert anyio.run(bad).is_error
+        # a bad key: 401 before any MCP handling (tests/assets/test_mcp_http_auth.py)
+        r = httpx2.post(f"{base}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                        headers={"Authorization": "Bearer nyl_x_y", "Accept": "application/json, text/event-stream"},
+                        timeout=30)
+        assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
     finally:
         proc.terminate()
         proc.wait(timeout=20)
