@@ -15,14 +15,18 @@ commands run as the operator (no tenant actor) and export everything.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import math
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 
 from django.contrib.auth import get_user_model
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import models, transaction
+from django.db import IntegrityError, connection, models, transaction
+from django.db.models import Q
+from django.db.models.functions import MD5
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -337,23 +341,145 @@ def _foreign_private(kind: str, row: dict, importer: str) -> dict[str, list[str]
                            "`manage.py import_memory`."]}
 
 
-def _validate(lines: Iterable[str], *, importer: str | None = None) -> None:
+def _owner_name(row: dict) -> tuple[str, str]:
+    # as ``import_lines`` resolves it: an agent owner wins over a user
+    return ("agent", row["owner_agent"]) if row.get("owner_agent") else ("user", row.get("owner_user") or "")
+
+
+class _Plan:
+    """What the validation pass learns for the writing pass: where the file's nodes may already
+    be (their event ids and time span) and the first version of each asset (its identity)."""
+
+    def __init__(self):
+        self.event_ids: set[str] = set()
+        self.times: list[dt.datetime] = []
+        self.first_version: dict[int, tuple[str, str]] = {}
+
+
+def _duplicates(kind: str, lineno: int, row: dict, seen: dict[tuple, int]) -> dict[str, list[str]]:
+    """Two rows of one file that would be one row (or collide) in the target: refused by line,
+    not left to a unique constraint half-way through the write."""
+    keys = []
+    if kind in ("node", "asset"):
+        keys.append(("id", (kind, row["id"]), f"The same {kind} id as line {{}}."))
+    if kind == "node" and row.get("event_id"):
+        keys.append(("event_id", ("event", _owner_name(row), row["event_id"]),
+                     "The same owner and event_id as line {}."))
+    if kind == "asset_version":
+        keys.append(("version", ("version", row["asset"], row.get("version")),
+                     f"Asset {row['asset']} has version {row.get('version')} on line {{}} too."))
+    bad: dict[str, list[str]] = {}
+    for name, key, message in keys:
+        if key in seen:
+            bad[name] = [message.format(seen[key])]
+        else:
+            seen[key] = lineno
+    return bad
+
+
+def _validate(lines: Iterable[str], *, importer: str | None = None) -> _Plan:
     """Every row checked before the first is written, so a bad value anywhere imports nothing and
     the error names every bad line (up to ``_MAX_ERRORS``), not only the first."""
     choices = _choices()
     errors: dict[str, dict[str, list[str]]] = {}
+    seen: dict[tuple, int] = {}
+    plan = _Plan()
     for lineno, kind, row, bad in _parsed(lines):
         if not bad and kind != "header":
             bad = _bad_values(kind, row, choices)
             bad = bad | _bad_types(kind, row, bad)
             if importer is not None:
                 bad = bad | _foreign_private(kind, row, importer)
+            if not bad:
+                bad = _duplicates(kind, lineno, row, seen)
         if bad:
             errors[str(lineno)] = bad
             if len(errors) >= _MAX_ERRORS:
                 break
+        elif kind == "node":
+            if row.get("event_id"):
+                plan.event_ids.add(row["event_id"])
+            else:
+                plan.times.append(_aware(row["occurred_at"]))
+        elif kind == "asset_version" and row["version"] == 1:
+            plan.first_version[row["asset"]] = (row["title"], row["content_hash"])
     if errors:
         raise ImportInvalid(errors)
+    return plan
+
+
+def _aware(value: str) -> dt.datetime:
+    # as the column stores it: a time without an offset is in the default time zone
+    t = parse_datetime(value)
+    return timezone.make_aware(t) if timezone.is_naive(t) else t
+
+
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
+
+
+def _node_key(owner: tuple, row: dict) -> tuple:
+    if row.get("event_id"):
+        return ("event", owner, row["event_id"])
+    return ("content", owner, row.get("kind", "leaf"), _aware(row["occurred_at"]), row.get("session_key", ""),
+            row.get("seq", 0), _md5(row["text"]))
+
+
+def _owner_key(owner_user_id, owner_agent_id) -> tuple:
+    return ("agent", owner_agent_id) if owner_agent_id else ("user", owner_user_id)
+
+
+def _existing_nodes(org: Organization, plan: _Plan) -> dict[tuple, deque[int]]:
+    """The org's nodes a row of the file may be, by ``_node_key``, oldest first. Deleted ones
+    count: the event-id constraint holds for them too, and re-running an import must not bring
+    back a memory deleted since."""
+    q = Q()
+    if plan.event_ids:
+        q |= Q(event_id__in=plan.event_ids)
+    if plan.times:
+        q |= Q(event_id="", occurred_at__range=(min(plan.times), max(plan.times)))
+    found: dict[tuple, deque[int]] = {}
+    if not q:
+        return found
+    rows = (Node.objects.filter(org=org).filter(q).annotate(text_md5=MD5("text")).order_by("id")
+            .values_list("id", "owner_user_id", "owner_agent_id", "event_id", "kind", "occurred_at",
+                         "session_key", "seq", "text_md5"))
+    for nid, user_id, agent_id, event_id, kind, occurred_at, session_key, seq, text_md5 in rows.iterator(2000):
+        owner = _owner_key(user_id, agent_id)
+        key = (("event", owner, event_id) if event_id
+               else ("content", owner, kind, occurred_at, session_key, seq, text_md5))
+        found.setdefault(key, deque()).append(nid)
+    return found
+
+
+def _existing_assets(org: Organization) -> dict[tuple, deque[int]]:
+    """The org's assets by identity, oldest first: by their first version when they have one
+    (``("first", ...)``) and by their current content (``("now", ...)``)."""
+    first = {aid: (title, h) for aid, title, h in
+             AssetVersion.objects.filter(org=org, version=1).values_list("asset_id", "title", "content_hash")}
+    found: dict[tuple, deque[int]] = {}
+    for aid, user_id, agent_id, kind, title, h in (Asset.objects.filter(org=org).order_by("id").values_list(
+            "id", "owner_user_id", "owner_agent_id", "kind", "title", "content_hash")):
+        owner = _owner_key(user_id, agent_id)
+        if aid in first:
+            found.setdefault(("first", owner, kind, *first[aid]), deque()).append(aid)
+        found.setdefault(("now", owner, kind, title, h), deque()).append(aid)
+    return found
+
+
+def _claim(found: dict[tuple, deque[int]], key: tuple, claimed: set[int]) -> int | None:
+    """An existing row with this identity not yet matched to another row of the file: a file
+    holding the same memory twice imports twice, and a re-run matches each copy to one."""
+    ids = found.get(key)
+    while ids:
+        i = ids.popleft()
+        if i not in claimed:
+            claimed.add(i)
+            return i
+    return None
+
+
+_COLLISIONS = {"node_event_idempotent": "event_id", "edge_unique": "kind", "asset_version_unique": "version"}
 
 
 def _twice(lines: Iterable[str]) -> Callable[[], Iterable[str]]:
@@ -377,15 +503,41 @@ def _twice(lines: Iterable[str]) -> Callable[[], Iterable[str]]:
 
 @transaction.atomic
 def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict:
+    """Import a file into ``org``, all or nothing. Re-running it (or importing an export back into
+    its own org) writes nothing twice: a row already there is counted in ``skipped`` and its id in
+    the file still resolves edges, sources and asset node ids to the row that is there.
+
+    "Already there" is decided without any column of its own (the models keep no import
+    provenance), by what an import copies verbatim and the same memory keeps:
+
+    * a node with an ``event_id``: its owner and event id, the key of the ``node_event_idempotent``
+      constraint (so the same event is the same node even if its text changed since);
+    * any other node: owner, kind, ``occurred_at``, session key, seq and text;
+    * an asset: owner, kind and its first version's title and content hash (version rows are
+      never rewritten, so edits since, here or in the source, do not make it a new asset); without
+      a version-1 row in the file, its current title and content hash. Its version rows are then
+      skipped too: the asset there has its own history;
+    * an edge: its ends and kind (``edge_unique``).
+
+    Each existing row is matched to one row of the file at most, so identical memories imported
+    twice on purpose stay two. Imports into one org are serialised, so two runs of the same file at
+    once cannot both write it; a collision with a row written meanwhile by anything else is still
+    refused by line (``ImportInvalid``), nothing written."""
     read = _twice(lines)
     user = getattr(actor, "user", None)
-    _validate(read(), importer=user.get_username() if actor is not None and user is not None else None)
+    plan = _validate(read(), importer=user.get_username() if actor is not None and user is not None else None)
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext('nylon.import'), %s)", [org.id])
     User = get_user_model()
     users = {u.username: u for u in User.objects.filter(memberships__org=org)}
     agents = {a.name: a for a in Agent.objects.filter(org=org)}
     teams = {t.slug: t for t in Team.objects.filter(org=org)}
+    existing_nodes, existing_assets = _existing_nodes(org, plan), _existing_assets(org)
+    claimed_nodes: set[int] = set()
+    claimed_assets: set[int] = set()
     node_map: dict[int, int] = {}
     asset_map: dict[int, Asset] = {}
+    kept_assets: set[int] = set()  # file ids of assets already there
     counts = {"node": 0, "edge": 0, "asset": 0, "asset_version": 0, "skipped": 0}
     header = None
     pending_sources: list[tuple[Node, list[int]]] = []
@@ -397,49 +549,76 @@ def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict
         u = users.get(row.get("owner_user") or "")
         return None if u is None else {"owner_user": u, "owner_agent": None}
 
-    for _, kind, row in _rows(read()):
-        if header is None:
-            header = row
-            continue
-        if kind in ("node", "asset"):
-            who = owner(row)
-            team = teams.get(row.get("team") or "")
-            if who is None or (row.get("team") and team is None):
-                counts["skipped"] += 1
+    def asset_key(who_key: tuple, old_id: int, row: dict) -> tuple:
+        first = plan.first_version.get(old_id)
+        if first is None and row.get("version", 1) == 1:
+            first = (row["title"], row["content_hash"])
+        if first is not None:
+            return ("first", who_key, row["kind"], *first)
+        return ("now", who_key, row["kind"], row["title"], row["content_hash"])
+
+    lineno = 0
+    try:
+        for lineno, kind, row in _rows(read()):  # noqa: B007 (the line a collision names)
+            if header is None:
+                header = row
                 continue
-            old_id = row.pop("id")
-            for k in ("owner_user", "owner_agent", "team"):
-                row.pop(k, None)
-            if kind == "node":
-                src_user, src_agent = row.pop("source_user", None), row.pop("source_agent", None)
-                sources = row.pop("source_node_ids", []) or []
-                n = Node(org=org, team=team, source_user=users.get(src_user or ""),
-                         source_agent=agents.get(src_agent or ""), **who, **row)
-                n.save()
-                node_map[old_id] = n.id
-                if sources:
-                    pending_sources.append((n, sources))
-            else:
-                approver = users.get(row.pop("approved_by", None) or "")
+            if kind in ("node", "asset"):
+                who = owner(row)
+                team = teams.get(row.get("team") or "")
+                if who is None or (row.get("team") and team is None):
+                    counts["skipped"] += 1
+                    continue
+                who_key = _owner_key(getattr(who["owner_user"], "id", None), getattr(who["owner_agent"], "id", None))
+                old_id = row.pop("id")
+                for k in ("owner_user", "owner_agent", "team"):
+                    row.pop(k, None)
+                if kind == "node":
+                    there = _claim(existing_nodes, _node_key(who_key, row), claimed_nodes)
+                    if there is not None:
+                        node_map[old_id] = there
+                        counts["skipped"] += 1
+                        continue
+                    src_user, src_agent = row.pop("source_user", None), row.pop("source_agent", None)
+                    sources = row.pop("source_node_ids", []) or []
+                    n = Node(org=org, team=team, source_user=users.get(src_user or ""),
+                             source_agent=agents.get(src_agent or ""), **who, **row)
+                    n.save()
+                    node_map[old_id] = n.id
+                    if sources:
+                        pending_sources.append((n, sources))
+                else:
+                    if _claim(existing_assets, asset_key(who_key, old_id, row), claimed_assets) is not None:
+                        kept_assets.add(old_id)
+                        counts["skipped"] += 1
+                        continue
+                    approver = users.get(row.pop("approved_by", None) or "")
+                    row["node_ids"] = [node_map[i] for i in row.get("node_ids", []) if i in node_map]
+                    a = Asset.objects.create(org=org, team=team, approved_by=approver, **who, **row)
+                    asset_map[old_id] = a
+                counts[kind] += 1
+            elif kind == "edge":
+                if row["src"] in node_map and row["dst"] in node_map:
+                    _, created = Edge.objects.get_or_create(
+                        org=org, src_id=node_map[row["src"]], dst_id=node_map[row["dst"]], kind=row["kind"],
+                        defaults={"weight": row.get("weight", 0.5)})
+                    counts["edge" if created else "skipped"] += 1
+                else:
+                    counts["skipped"] += 1
+            elif kind == "asset_version":
+                a = asset_map.get(row.pop("asset"))
+                if a is None:  # its asset was skipped, or is already there with its own history
+                    counts["skipped"] += 1
+                    continue
                 row["node_ids"] = [node_map[i] for i in row.get("node_ids", []) if i in node_map]
-                a = Asset.objects.create(org=org, team=team, approved_by=approver, **who, **row)
-                asset_map[old_id] = a
-            counts[kind] += 1
-        elif kind == "edge":
-            if row["src"] in node_map and row["dst"] in node_map:
-                Edge.objects.get_or_create(org=org, src_id=node_map[row["src"]], dst_id=node_map[row["dst"]],
-                                           kind=row["kind"], defaults={"weight": row.get("weight", 0.5)})
-                counts["edge"] += 1
-            else:
-                counts["skipped"] += 1
-        elif kind == "asset_version":
-            a = asset_map.get(row.pop("asset"))
-            if a is None:
-                counts["skipped"] += 1
-                continue
-            row["node_ids"] = [node_map[i] for i in row.get("node_ids", []) if i in node_map]
-            AssetVersion.objects.create(org=org, asset=a, **row)
-            counts["asset_version"] += 1
+                AssetVersion.objects.create(org=org, asset=a, **row)
+                counts["asset_version"] += 1
+    except IntegrityError as exc:
+        # a row written since the look-up above (imports are serialised, other writers are not)
+        constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) or "a unique key"
+        column = _COLLISIONS.get(constraint, "row")
+        raise ImportInvalid({str(lineno): {column: [
+            f"Collides with a row already in the organisation ({constraint}); nothing was imported."]}}) from None
     for n, sources in pending_sources:
         Node.objects.filter(pk=n.pk).update(source_node_ids=[node_map[i] for i in sources if i in node_map])
     audit.record(actor=actor, org=org, action="org.import", object_type="org", object_id=org.id,
