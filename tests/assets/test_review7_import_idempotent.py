@@ -12,21 +12,11 @@ from django.core.management import call_command
 
 from assets.models import Asset, AssetVersion
 from memory.models import Edge, Node
-from teams.models import Agent, Membership, Organization, Role, Team
 
 from .helpers import create_asset
+from .test_export_import import _twin_org
 
 pytestmark = pytest.mark.django_db
-
-
-def _twin(world) -> Organization:
-    a = world["a"]
-    gamma = Organization.objects.create(name="Gamma", slug="gamma")
-    for u, role in ((a.owner, Role.OWNER), (a.admin, Role.ADMIN), (a.member, Role.MEMBER)):
-        Membership.objects.create(org=gamma, user=u, role=role)
-    team = Team.objects.create(org=gamma, name="core", slug="core")
-    Agent.objects.create(org=gamma, name=a.agent.name, team=team)
-    return gamma
 
 
 def _weave(client, text: str, **extra) -> int:
@@ -64,7 +54,7 @@ def _import(client, text: str, org: str):
 
 
 def test_importing_the_same_file_twice_skips_every_row_the_first_run_wrote(world, client_for, exported):
-    gamma = _twin(world)
+    gamma = _twin_org(world)
     admin = client_for(world["a"].admin)
     r = _import(admin, exported, "gamma")
     assert r.status_code == 201, r.content
@@ -90,7 +80,7 @@ def test_importing_an_export_back_into_its_own_org_writes_nothing(world, client_
 
 
 def test_a_re_run_skips_an_asset_edited_since_and_keeps_its_history(world, client_for, exported, tmp_path):
-    gamma = _twin(world)
+    gamma = _twin_org(world)
     admin = client_for(world["a"].admin)
     assert _import(admin, exported, "gamma").status_code == 201
     copy = Asset.objects.get(org=gamma)
@@ -108,7 +98,7 @@ def test_a_re_run_skips_an_asset_edited_since_and_keeps_its_history(world, clien
 
 def test_rows_new_in_a_later_export_are_imported_and_linked_to_those_already_there(world, client_for, exported):
     a = world["a"]
-    gamma = _twin(world)
+    gamma = _twin_org(world)
     admin = client_for(a.admin)
     assert _import(admin, exported, "gamma").status_code == 201
     _weave(admin, "Orion signed on the 12th.")  # joins the session: new edges to an old node
@@ -123,7 +113,7 @@ def test_rows_new_in_a_later_export_are_imported_and_linked_to_those_already_the
 
 
 def test_identical_memories_in_one_file_stay_two_and_a_re_run_matches_each(world, client_for, exported):
-    gamma = _twin(world)
+    gamma = _twin_org(world)
     admin = client_for(world["a"].admin)
     lines = exported.splitlines()
     i = next(j for j, x in enumerate(lines) if json.loads(x)["type"] == "node" and not json.loads(x)["event_id"])
@@ -135,7 +125,7 @@ def test_identical_memories_in_one_file_stay_two_and_a_re_run_matches_each(world
 
 
 def test_the_same_event_twice_in_one_file_is_a_400_naming_both_lines(world, client_for, exported):
-    gamma = _twin(world)
+    gamma = _twin_org(world)
     lines = exported.splitlines()
     i = next(j for j, x in enumerate(lines) if json.loads(x).get("event_id") == "crm-1")
     dup = {**json.loads(lines[i]), "id": 10 ** 9, "text": "another text"}
@@ -152,7 +142,7 @@ def test_a_collision_with_a_row_written_meanwhile_names_its_line_and_writes_noth
     unique constraint still refuses it, by line, and the import is rolled back."""
     from assets import porting
 
-    gamma = _twin(world)
+    gamma = _twin_org(world)
     admin = client_for(world["a"].admin)
     assert _import(admin, exported, "gamma").status_code == 201
     before = _counts(gamma)

@@ -3,6 +3,7 @@ invitee would (``/invite/<token>``)."""
 
 from __future__ import annotations
 
+import socket
 from urllib.parse import urlsplit
 
 from django.test import Client
@@ -36,3 +37,13 @@ def sign_up(url: str, password: str = PASSWORD) -> Client:
     r = c.post(link_path(url), {"password": password, "password_again": password})
     assert r.status_code == 302, r.content
     return c
+
+
+def refuse_smtp(settings) -> None:
+    """Mail configured, but to a port nothing listens on: every send is refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings.NYLON_EMAIL_HOST, settings.NYLON_PUBLIC_URL = "127.0.0.1", "https://nylon.example.com"
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", port, 2

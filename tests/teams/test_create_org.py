@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import re
-import socket
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -14,7 +13,7 @@ from django.test import Client
 from assets.models import AuditEvent
 from teams.models import Invitation, Membership, Organization, Role
 
-from .invites import accept, link_path, sign_up
+from .invites import accept, link_path, refuse_smtp, sign_up
 
 pytestmark = pytest.mark.django_db
 
@@ -82,18 +81,9 @@ def test_the_link_is_mailed_after_commit_when_mail_is_configured(settings, mailo
     assert link in mail.body  # the operator, who can read the database anyway, sees it as well
 
 
-def _refused_smtp(settings) -> None:
-    with socket.socket() as s:  # a port nothing listens on: the SMTP connection is refused
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    settings.NYLON_EMAIL_HOST, settings.NYLON_PUBLIC_URL = "127.0.0.1", "https://nylon.example.com"
-    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", port, 2
-
-
 @pytest.mark.django_db(transaction=True)  # the mail is sent on a real commit
 def test_a_failed_send_says_so_and_the_same_command_with_the_slug_reissues(settings, mailoutbox):
-    _refused_smtp(settings)
+    refuse_smtp(settings)
     with pytest.raises(CommandError, match="could not be sent.*--slug zeta"):
         create_org("Zeta", "--owner-email", "z@zeta.io")
     assert Invitation.objects.get(org__slug="zeta").status == "revoked"

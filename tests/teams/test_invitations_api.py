@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import socket
 from datetime import timedelta
 
 import pytest
@@ -18,7 +17,7 @@ from assets.models import AuditEvent
 from teams.auth import hash_secret
 from teams.models import Invitation, Membership, Role
 
-from .invites import accept, invite, link_path, sign_up
+from .invites import accept, invite, link_path, refuse_smtp, sign_up
 
 pytestmark = pytest.mark.django_db
 
@@ -214,20 +213,11 @@ def test_no_email_when_mail_is_not_configured(world, client_for, settings, mailo
     assert mailoutbox == []
 
 
-def _refused_smtp(settings) -> None:
-    with socket.socket() as s:  # a port nothing listens on: the SMTP connection is refused
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    settings.NYLON_EMAIL_HOST, settings.NYLON_PUBLIC_URL = "127.0.0.1", "https://nylon.example.com"
-    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", port, 2
-
-
 @pytest.mark.django_db(transaction=True)  # the mail is sent on a real commit, before the answer
 def test_a_failed_send_is_a_503_and_leaves_no_invitation_nobody_holds_a_link_to(world, client_for, settings,
                                                                                 caplog):
     """With mail the admin never sees the link: a lost email must not be answered "emailed"."""
-    _refused_smtp(settings)
+    refuse_smtp(settings)
     c = client_for(world["a"].admin)
     with caplog.at_level(logging.WARNING, logger="nylon.invitations"):
         r = c.post("/api/v1/members", {"email": "unlucky@example.com"}, format="json")
@@ -245,7 +235,7 @@ def test_a_failed_send_is_a_503_and_leaves_no_invitation_nobody_holds_a_link_to(
 
 @pytest.mark.django_db(transaction=True)
 def test_the_console_says_when_the_invitation_email_failed(world, settings):
-    _refused_smtp(settings)
+    refuse_smtp(settings)
     admin = Client()
     admin.force_login(world["a"].admin)
     r = admin.post("/console/members/", {"email": "unlucky@example.com", "role": "member"})
