@@ -11,7 +11,14 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from memory.models import Visibility
-from nylon_project.api import Api, StrictSerializer, filter_params, paginate, team_from_input
+from nylon_project.api import (
+    Api,
+    StrictPatchSerializer,
+    StrictSerializer,
+    filter_params,
+    paginate,
+    team_from_input,
+)
 from nylon_project.pagination import CursorPage
 from nylon_project.schema import ErrorResponse
 from teams import access as team_access
@@ -84,12 +91,18 @@ class AssetListCreateApi(Api):
 
     @extend_schema(parameters=[QueryInput], responses=AssetOutput(many=True))
     def get(self, request):
+        """Pages the assets the caller may read, filtered by kind and status. Any member or agent key; an
+        unknown query parameter is a 400."""
+
         q = self.QueryInput(data=filter_params(request))
         q.is_valid(raise_exception=True)
         return paginate(self, access.readable_assets(request.actor).filter(**q.validated_data), AssetOutput)
 
     @extend_schema(request=InputSerializer, responses={201: AssetOutput})
     def post(self, request):
+        """Creates a draft asset (skill, wiki, persona, scenario, chat memory) owned by the caller, version 1.
+        Needs write access; node_ids must name memories the caller may read."""
+
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         d = dict(s.validated_data)
@@ -99,7 +112,7 @@ class AssetListCreateApi(Api):
 
 
 class AssetDetailApi(Api):
-    class UpdateInput(StrictSerializer):
+    class UpdateInput(StrictPatchSerializer):
         expected_version = serializers.IntegerField(min_value=1)
         title = serializers.CharField(max_length=200, required=False)
         summary = serializers.CharField(max_length=300, required=False, allow_blank=True)
@@ -111,11 +124,16 @@ class AssetDetailApi(Api):
 
     @extend_schema(responses=AssetOutput)
     def get(self, request, asset_id: int):
+        """One asset, if the caller may read it (else a 404, audited)."""
+
         asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, request_id=self.request_id())
         return Response(AssetOutput(asset).data)
 
     @extend_schema(request=UpdateInput, responses={200: AssetOutput, 409: ErrorResponse})
     def patch(self, request, asset_id: int):
+        """Changes the asset and makes a new version. expected_version (required) must be its current version,
+        else a 409. Its owner, an admin of its scope or an ACL writer may."""
+
         asset = access.access_asset_by_id(request.actor, asset_id, for_write=True, request_id=self.request_id())
         s = self.UpdateInput(data=request.data)
         s.is_valid(raise_exception=True)
@@ -153,6 +171,9 @@ class AssetVersionListApi(Api):
 
     @extend_schema(responses=AssetVersionOutput(many=True))
     def get(self, request, asset_id: int):
+        """Pages the asset's versions, newest first (at most 50 a page: each carries its full body). Readers
+        of the asset."""
+
         asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, request_id=self.request_id())
         return paginate(self, AssetVersion.objects.filter(org=request.actor.org, asset=asset), AssetVersionOutput)
 
@@ -160,6 +181,8 @@ class AssetVersionListApi(Api):
 class AssetVersionDetailApi(Api):
     @extend_schema(responses=AssetVersionOutput)
     def get(self, request, asset_id: int, version: int):
+        """One version of the asset, for readers of the asset; 404 for a version it never had."""
+
         asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, request_id=self.request_id())
         row = AssetVersion.objects.filter(org=request.actor.org, asset=asset, version=version).first()
         if row is None:
@@ -174,6 +197,10 @@ class AssetTransitionApi(Api):
 
     @extend_schema(request=InputSerializer, responses={200: AssetOutput, 409: ErrorResponse})
     def post(self, request, asset_id: int):
+        """Moves the asset along its lifecycle (draft, approved, deprecated, …). Approving needs an approver
+        of the target scope, rejecting its owner or an approver, any other move a writer; an illegal move
+        is a 400, a stale expected_version a 409."""
+
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         d = s.validated_data
@@ -192,6 +219,9 @@ class AssetPromoteApi(Api):
 
     @extend_schema(request=InputSerializer, responses={200: AssetOutput, 409: ErrorResponse})
     def post(self, request, asset_id: int):
+        """Proposes widening a draft asset to its team or the org, for an approver to approve. The owner only;
+        a non-draft is a 400, a stale expected_version a 409."""
+
         asset = access.access_asset_by_id(request.actor, asset_id, for_write=True, request_id=self.request_id())
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
@@ -254,6 +284,9 @@ class GrantListCreateApi(Api):
 
     @extend_schema(parameters=[QueryInput], responses=GrantOutput(many=True))
     def get(self, request):
+        """Pages the ACL grants of one restricted node or asset (object_type and object_id are required). Its
+        owner or an org admin."""
+
         q = self.QueryInput(data=filter_params(request))
         q.is_valid(raise_exception=True)
         d = q.validated_data
@@ -264,6 +297,10 @@ class GrantListCreateApi(Api):
 
     @extend_schema(request=InputSerializer, responses={201: GrantOutput})
     def post(self, request):
+        """Grants a user, an agent or a team role read or write access to a restricted node or asset: give the
+        one id of grantee_kind. Its owner or an org admin (an admin's grant to itself is audited); a second
+        grant to the same grantee is a 400."""
+
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         d = dict(s.validated_data)
@@ -278,6 +315,8 @@ class GrantListCreateApi(Api):
 class GrantDetailApi(Api):
     @extend_schema(responses={204: None})
     def delete(self, request, grant_id: int):
+        """Revokes the ACL grant. The object's owner or an org admin."""
+
         grant = services.grant_get_for_admin(request.actor, grant_id, request_id=self.request_id())
         services.grant_revoke(actor=request.actor, grant=grant, request_id=self.request_id())
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -305,6 +344,9 @@ class AgentBindingListApi(Api):
 
     @extend_schema(responses=inline_serializer("BindingList", {"results": BindingOutput(many=True)}))
     def get(self, request, agent_id: int):
+        """The assets bound to the agent (injected into its context), by priority. The agent itself, org
+        admins and admins of the agent's team."""
+
         agent = team_access.access_agent_by_id(request.actor, agent_id, for_write=False)
         if not (request.actor.agent is not None and request.actor.agent.id == agent.id):
             services.require_binding_admin(request.actor, agent)
@@ -314,6 +356,9 @@ class AgentBindingListApi(Api):
 
     @extend_schema(request=InputSerializer, responses={201: BindingOutput})
     def post(self, request, agent_id: int):
+        """Binds an asset to the agent, or changes its mode and priority. Org admins and admins of the agent's
+        team; an asset the agent may not read is a 400 (bindings never widen access)."""
+
         agent = team_access.access_agent_by_id(request.actor, agent_id, for_write=False)
         services.require_binding_admin(request.actor, agent)
         s = self.InputSerializer(data=request.data)
@@ -332,6 +377,8 @@ class AgentBindingListApi(Api):
 class AgentBindingDetailApi(Api):
     @extend_schema(responses={204: None})
     def delete(self, request, agent_id: int, binding_id: int):
+        """Unbinds the asset from the agent. Org admins and admins of the agent's team."""
+
         agent = team_access.access_agent_by_id(request.actor, agent_id, for_write=False)
         services.binding_remove(actor=request.actor, agent=agent, binding_id=binding_id,
                                 request_id=self.request_id())
@@ -372,6 +419,9 @@ class AuditListApi(Api):
 
     @extend_schema(parameters=[QueryInput], responses=AuditOutput(many=True))
     def get(self, request):
+        """Pages the organisation's audit log (accesses, denials, changes), newest first, filtered by the
+        query parameters. Org admins only; agents are refused."""
+
         if request.actor.agent is not None:
             raise PermissionDenied("Agents may not read the audit log.")
         require_org_admin(request.actor, action="reading the audit log")
@@ -438,10 +488,17 @@ class ContextApi(Api):
 
     @extend_schema(parameters=[QueryInput], responses=dict)
     def get(self, request):
+        """The context an agent injects before answering: its bound assets, a scenario index and the memories
+        recalled for query, in the Accept-Language language. Agent keys only (read keys may call it); an
+        unknown query parameter is a 400."""
+
         return self._answer(request, self.QueryInput(data=request.query_params.dict()))
 
     @extend_schema(request=InputSerializer, responses=dict)
     def post(self, request):
+        """As GET, with limits on its parts in budget (each key documented there). Agent keys only (read keys may call it); budget
+        values must be whole numbers."""
+
         return self._answer(request, self.InputSerializer(data=request.data))
 
 
@@ -477,6 +534,9 @@ class ImportApi(Api):
     @extend_schema(request=InputSerializer, responses={201: inline_serializer("ImportCounts", {
         k: serializers.IntegerField() for k in ("node", "edge", "asset", "asset_version", "skipped")})})
     def post(self, request):
+        """Imports a JSONL export into the organisation in one transaction: any bad line imports nothing and
+        is a 400 naming the line. Org admins only; agents are refused."""
+
         import json
 
         from django.core.exceptions import ValidationError as DjangoValidationError
@@ -510,6 +570,9 @@ class NodeGovernanceApi(Api):
 
     @extend_schema(responses=dict)
     def get(self, request, node_id: int):
+        """The five questions of a memory: provenance, lineage, conflicts and validity, change rights and
+        degraded dependencies. Readers of the node (else a 404)."""
+
         from .governance import node_governance
 
         node = access.access_node(request.actor, node_id, for_write=False, request_id=self.request_id())

@@ -83,6 +83,10 @@ class WeaveApi(Api):
 
     @extend_schema(request=InputSerializer, responses={201: WeaveOutput})
     def post(self, request):
+        """Stores one turn as a memory leaf of the caller (an agent key or a signed-in user), in session_key's
+        session if given, with the silks weave-session gives it. Needs a write-scoped key; a team_id outside
+        the org is a 400, and a text over the limit (caption included) a 400 on text."""
+
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         d = s.validated_data
@@ -117,6 +121,11 @@ class WeaveSessionApi(Api):
 
     @extend_schema(request=InputSerializer, responses={201: WeaveOutput})
     def post(self, request):
+        """Stores a session's turns (up to 2,000) as memory leaves of the caller, in order, with temporal,
+        entity and similarity edges; a turn whose event_id the caller already stored is not written again.
+        Needs a write-scoped key; an event_id repeated in the request with different content is a 400 on
+        that turn's event_id."""
+
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         d = s.validated_data
@@ -170,6 +179,9 @@ class NodeListApi(Api):
 
     @extend_schema(parameters=[QueryInput], responses=NodeOutput(many=True))
     def get(self, request):
+        """Pages the memory nodes the caller may read, newest first, filtered by kind and session_key. Any
+        read key or member; an unknown query parameter is a 400."""
+
         q = self.QueryInput(data=filter_params(request))
         q.is_valid(raise_exception=True)
         d = q.validated_data
@@ -185,11 +197,16 @@ class NodeDetailApi(Api):
     # Access (and its audit entry) is decided by assets.access, the one module for nodes and assets.
     @extend_schema(responses=NodeOutput)
     def get(self, request, node_id: int):
+        """One memory node with its silks, if the caller may read it (else a 404, audited)."""
+
         node = access_node(request.actor, node_id, for_write=False, request_id=self.request_id())
         return Response(NodeOutput(node).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, node_id: int):
+        """Deletes the memory node. Its owner, an admin of its scope or an ACL writer may; others get a 403,
+        or a 404 when they may not even read it."""
+
         node = access_node(request.actor, node_id, for_write=True, request_id=self.request_id())
         services.node_delete(actor=request.actor, node=node, request_id=self.request_id())
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -222,6 +239,9 @@ class ResonateApi(Api):
 
     @extend_schema(request=InputSerializer, responses=OutputSerializer)
     def post(self, request):
+        """Recalls the memories that best answer query, from the nodes the caller may read, with why each was
+        found. Read-only keys may call it; reinforce=false leaves the recall counts alone."""
+
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         d = s.validated_data

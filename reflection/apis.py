@@ -45,6 +45,9 @@ class ConflictListApi(Api):
 
     @extend_schema(parameters=[QueryInput], responses=ConflictOutput(many=True))
     def get(self, request):
+        """Pages the conflicts between memories the caller may read, filtered by status. Any member or agent
+        key; an unknown status or query parameter is a 400."""
+
         q = self.QueryInput(data=filter_params(request))
         q.is_valid(raise_exception=True)
         return paginate(self, conflicts.visible_conflicts(actor=request.actor).filter(**q.validated_data),
@@ -58,6 +61,9 @@ class ConflictResolveApi(Api):
 
     @extend_schema(request=InputSerializer, responses=ConflictOutput)
     def post(self, request, conflict_id: int):
+        """Resolves an open conflict: keep both, or keep one (keep names it) and supersede the other. Callers
+        who may change the memories; 404 for a conflict the caller cannot see."""
+
         conflict = conflicts.visible_conflicts(actor=request.actor).filter(id=conflict_id).first()
         if conflict is None:
             raise Http404
@@ -72,4 +78,7 @@ class ConflictResolveApi(Api):
 class BackgroundStatusApi(Api):
     @extend_schema(responses=serializers.DictField())
     def get(self, request):
+        """The state of the background work on the caller's own sessions: abstraction and reflection counts
+        and recent failures."""
+
         return Response(services.status_for(actor=request.actor))

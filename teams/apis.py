@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
-from nylon_project.api import Api, StrictSerializer, paginate, team_from_input
+from nylon_project.api import Api, StrictPatchSerializer, StrictSerializer, paginate, team_from_input
 from nylon_project.errors import ServiceUnavailable
 from nylon_project.pagination import CursorPage
 from nylon_project.schema import ErrorResponse
@@ -37,7 +37,7 @@ class PingApi(Api):
 
 
 class OrgCurrentApi(Api):
-    class InputSerializer(StrictSerializer):
+    class InputSerializer(StrictPatchSerializer):
         name = serializers.CharField(max_length=200)
 
     class OutputSerializer(OrgOutput):
@@ -50,10 +50,15 @@ class OrgCurrentApi(Api):
 
     @extend_schema(responses=OutputSerializer)
     def get(self, request):
+        """The organisation the request acts in, and who the caller is in it (role, scopes, teams). Any member
+        or agent key."""
+
         return Response(self.OutputSerializer(request.org, context={"actor": request.actor}).data)
 
     @extend_schema(request=InputSerializer, responses=OutputSerializer)
     def patch(self, request):
+        """Renames the organisation. Org admins only (403 otherwise); name is required."""
+
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         org = services.organization_update(actor=request.actor, request_id=self.request_id(), **s.validated_data)
@@ -78,10 +83,15 @@ class TeamListCreateApi(Api):
 
     @extend_schema(responses=TeamOutput(many=True))
     def get(self, request):
+        """Pages the organisation's teams. Any member or agent key."""
+
         return paginate(self, selectors.team_list(actor=request.actor), TeamOutput)
 
     @extend_schema(request=TeamInput, responses={201: TeamOutput})
     def post(self, request):
+        """Creates a team. Org admins only; a name equal to another team's after trimming and case-folding is
+        a 400 on name."""
+
         s = TeamInput(data=request.data)
         s.is_valid(raise_exception=True)
         team = services.team_create(actor=request.actor, request_id=self.request_id(), **s.validated_data)
@@ -94,10 +104,15 @@ class TeamDetailApi(Api):
 
     @extend_schema(responses=TeamOutput)
     def get(self, request, team_id: int):
+        """One team of the organisation (404 for another org's)."""
+
         return Response(TeamOutput(access.access_team_by_id(request.actor, team_id, for_write=False)).data)
 
     @extend_schema(request=UpdateInput, responses=TeamOutput)
     def patch(self, request, team_id: int):
+        """Changes a team's name or description. Org admins and the team's admins; a name clashing with
+        another team's is a 400."""
+
         team = access.access_team_by_id(request.actor, team_id, for_write=True)
         s = self.UpdateInput(data=request.data)
         s.is_valid(raise_exception=True)
@@ -107,6 +122,8 @@ class TeamDetailApi(Api):
 
     @extend_schema(responses={204: None})
     def delete(self, request, team_id: int):
+        """Deletes the team. Org admins only."""
+
         team = access.access_team_by_id(request.actor, team_id, for_write=True)
         services.team_delete(actor=request.actor, team=team, request_id=self.request_id())
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -128,6 +145,8 @@ class TeamMemberListApi(Api):
 
     @extend_schema(responses=TeamMemberOutput(many=True))
     def get(self, request, team_id: int):
+        """Pages the team's members with their team role. Any member or agent key."""
+
         team = access.access_team_by_id(request.actor, team_id, for_write=False)
         return paginate(self, selectors.team_member_list(actor=request.actor, team=team), TeamMemberOutput)
 
@@ -147,6 +166,9 @@ class TeamMemberListApi(Api):
 class TeamMemberDetailApi(Api):
     @extend_schema(responses={204: None})
     def delete(self, request, team_id: int, user_id: int):
+        """Removes the user from the team. Org admins and the team's admins (an org owner or admin only by org
+        admins); 404 if the user is not in the team."""
+
         team = access.access_team_by_id(request.actor, team_id, for_write=True)
         if not services.team_member_remove(actor=request.actor, team=team, user_id=user_id,
                                            request_id=self.request_id()):
@@ -190,6 +212,8 @@ class MemberListApi(Api):
 
     @extend_schema(responses=MemberOutput(many=True))
     def get(self, request):
+        """Pages the organisation's members with their role. Any member or agent key."""
+
         return paginate(self, selectors.member_list(actor=request.actor), MemberOutput)
 
     @extend_schema(request=InputSerializer, responses={201: InvitationCreatedOutput, 503: ErrorResponse},
@@ -235,16 +259,21 @@ class InvitationDetailApi(Api):
 
 
 class MemberDetailApi(Api):
-    class InputSerializer(StrictSerializer):
+    class InputSerializer(StrictPatchSerializer):
         role = serializers.ChoiceField(choices=Role.choices)
 
     @extend_schema(responses=MemberOutput)
     def get(self, request, user_id: int):
+        """One member of the organisation (404 for a user who is not one)."""
+
         return Response(MemberOutput(access.access_membership_by_user_id(request.actor, user_id,
                                                                          for_write=False)).data)
 
     @extend_schema(request=InputSerializer, responses=MemberOutput)
     def patch(self, request, user_id: int):
+        """Sets the member's role. Org admins only, and only owners grant or remove the owner role; the last
+        owner cannot be demoted (400)."""
+
         m = access.access_membership_by_user_id(request.actor, user_id, for_write=True)
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
@@ -254,6 +283,8 @@ class MemberDetailApi(Api):
 
     @extend_schema(responses={204: None})
     def delete(self, request, user_id: int):
+        """Removes the user from the organisation. Org admins only; the last owner cannot be removed (400)."""
+
         m = access.access_membership_by_user_id(request.actor, user_id, for_write=True)
         services.member_remove(actor=request.actor, membership=m, request_id=self.request_id())
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -278,10 +309,15 @@ class AgentListCreateApi(Api):
 
     @extend_schema(responses=AgentOutput(many=True))
     def get(self, request):
+        """Pages the organisation's agents. Any member or agent key."""
+
         return paginate(self, selectors.agent_list(actor=request.actor), AgentOutput)
 
     @extend_schema(request=InputSerializer, responses={201: AgentOutput})
     def post(self, request):
+        """Creates an agent, optionally in a team of the org (else a 400 on team_id). Org admins only; create
+        a key for it next."""
+
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         data = dict(s.validated_data)
@@ -299,10 +335,15 @@ class AgentDetailApi(Api):
 
     @extend_schema(responses=AgentOutput)
     def get(self, request, agent_id: int):
+        """One agent of the organisation."""
+
         return Response(AgentOutput(access.access_agent_by_id(request.actor, agent_id, for_write=False)).data)
 
     @extend_schema(request=InputSerializer, responses=AgentOutput)
     def patch(self, request, agent_id: int):
+        """Changes an agent's name, description, team or is_active (false revokes its keys). Org admins only.
+        """
+
         agent = access.access_agent_by_id(request.actor, agent_id, for_write=True)
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
@@ -346,6 +387,9 @@ class AgentKeyListCreateApi(Api):
 
     @extend_schema(responses=KeyOutput(many=True))
     def get(self, request, agent_id: int):
+        """Pages the agent's API keys (prefixes only, never the keys). Org admins, or the agent itself with
+        its own key."""
+
         agent = access.access_agent_by_id(request.actor, agent_id, for_write=False)
         if not (request.actor.is_org_admin or (request.actor.agent and request.actor.agent.id == agent.id)):
             access.require_org_admin(request.actor, action="API key management")
@@ -353,6 +397,9 @@ class AgentKeyListCreateApi(Api):
 
     @extend_schema(request=InputSerializer, responses={201: KeyCreatedOutput})
     def post(self, request, agent_id: int):
+        """Creates an API key for the agent with the given scopes (read and write by default); the plain key
+        is in the answer only. Org admins only."""
+
         agent = access.access_agent_by_id(request.actor, agent_id, for_write=True)
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
@@ -366,6 +413,8 @@ class AgentKeyListCreateApi(Api):
 class KeyRevokeApi(Api):
     @extend_schema(request=None, responses=KeyOutput)
     def post(self, request, key_id: int):
+        """Revokes the API key: it stops authenticating at once. Org admins only."""
+
         key = access.access_key_by_id(request.actor, key_id, for_write=True)
         key = services.api_key_revoke(actor=request.actor, key=key, request_id=self.request_id())
         return Response(KeyOutput(key).data)
