@@ -288,7 +288,7 @@ def seed_via_api(base_url: str, org: FuzzOrg) -> None:
     r.raise_for_status()
     node_ids = r.json()["node_ids"]
     r = requests.post(f"{base_url}/api/v1/assets", headers=headers, timeout=60,
-                      json={"kind": "skill", "title": "Billing runbook", "body": "Steps.", "node_ids": node_ids})
+                      json={"kind": "chat_memory", "title": "Billing chat", "body": "Steps.", "node_ids": node_ids})
     r.raise_for_status()
     ids.update(node_id=node_ids, asset_id=[r.json()["id"]], version=[1])
 
