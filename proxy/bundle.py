@@ -7,6 +7,7 @@ caller's own system text stays in front of both, and the caller's messages are n
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import dataclass
@@ -39,22 +40,43 @@ class Bundle:
 
     @property
     def text(self) -> str:
-        return f"<nylon_memory>\n{self.stable}\n\n{self.volatile}\n</nylon_memory>" if self.volatile else \
-            f"<nylon_memory>\n{self.stable}\n</nylon_memory>"
+        # The block stays even when empty (no tools, persona, index nor recall): it says memory was
+        # consulted, as X-Nylon-Memory: injected does.
+        parts = "\n\n".join(p for p in (self.stable, self.volatile) if p)
+        return f"<nylon_memory>\n{parts}\n</nylon_memory>" if parts else "<nylon_memory>\n</nylon_memory>"
 
     @property
     def approx_tokens(self) -> int:
         return (len(self.text) + 3) // 4
 
 
-def build_bundle(*, actor: Actor, query: str) -> Bundle:
+def build_bundle(*, actor: Actor, query: str, tools: bool = True) -> Bundle:
     """The agent context (assets.context: guide, persona, scenario index, then recall for the last
     user message). Runs in a worker thread under the proxy's time budget. Recall here is automatic,
-    not a deliberate look-up, so it does not reinforce the recalled memories."""
+    not a deliberate look-up, so it does not reinforce the recalled memories.
+
+    ``tools``: whether the memory tools go with this request. Without them the guide (which tells
+    the model to call memory_resonate/memory_get/memory_weave, at most 3 times) is left out, and
+    the scenario index no longer says to read entries with memory_get: a model told about tools it
+    does not have calls them anyway, and nothing would answer."""
     from assets.context import build_context
 
     ctx = build_context(actor=actor, query=query[:4000], k=settings.NYLON_PROXY_HITS_K, reinforce=False)
-    return Bundle(stable=ctx.stable_text, volatile=ctx.dynamic_text, stable_hash=ctx.stable_hash)
+    if tools:
+        return Bundle(stable=ctx.stable_text, volatile=ctx.dynamic_text, stable_hash=ctx.stable_hash)
+    stable = without_tool_guide(ctx.stable_text, ctx.language)
+    return Bundle(stable=stable, volatile=ctx.dynamic_text,
+                  stable_hash=hashlib.sha256(stable.encode()).hexdigest())
+
+
+def without_tool_guide(stable: str, language: str) -> str:
+    from assets.context import GUIDES, HEADINGS, MEMORY_CALL_BUDGET
+
+    guide = GUIDES[language].format(n=MEMORY_CALL_BUDGET)
+    if stable.startswith(guide):
+        stable = stable[len(guide):].lstrip("\n")
+    index_heading = HEADINGS[language][1]
+    return stable.replace(index_heading, index_heading.split(" (", 1)[0].split("（", 1)[0], 1)
 
 
 def run_tool(*, actor: Actor, name: str, args: dict) -> str:

@@ -150,7 +150,7 @@ async def _prepare(request, protocol, body: dict | None):
     query = protocol.last_user_text(body)
     try:
         bundle = await asyncio.wait_for(
-            _in_thread(build_bundle, actor=actor, query=query),
+            _in_thread(build_bundle, actor=actor, query=query, tools=_offer_tools(body)),
             max(deadline - time.monotonic(), 0))
     except Exception as exc:
         log.warning("proxy: context not built in budget (%s): passing through", type(exc).__name__)

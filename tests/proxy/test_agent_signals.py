@@ -1,0 +1,37 @@
+"""What the proxy tells the agent: memory tools are mentioned in the injected text only when the
+request carries them."""
+
+from __future__ import annotations
+
+import pytest
+
+from .test_proxy import CALLER_OPENAI, FACT, _anthropic, _openai, _seed
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+
+GUIDE_WORDS = ("memory_resonate", "memory_get", "memory_weave", "## Memory tools", "at most 3")
+
+
+def test_memory_tools_are_mentioned_only_when_attached(proxy_server, scripted, world):
+    _seed(proxy_server, world["a"].key)
+    client = _openai(proxy_server, world["a"].key)
+    client.chat.completions.create(model="gpt-test", messages=CALLER_OPENAI)
+    with client.chat.completions.with_streaming_response.create(
+            model="gpt-test", messages=CALLER_OPENAI, stream=True,
+            tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]) as resp:
+        list(resp.parse())  # a stream gets no memory tools, even when it offers its own
+    _anthropic(proxy_server, world["a"].key).messages.create(
+        model="claude-test", max_tokens=20, messages=[{"role": "user", "content": CALLER_OPENAI[-1]["content"]}])
+    plain, stream, anthropic_req = scripted.requests
+    for system in (plain["body"]["messages"][0]["content"], stream["body"]["messages"][0]["content"],
+                   anthropic_req["body"]["system"]):
+        assert FACT in system  # memory still injected
+        assert not [w for w in GUIDE_WORDS if w in system], system
+    assert "tools" not in plain["body"] and "tools" not in anthropic_req["body"]
+
+    scripted.reset()
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    client.chat.completions.create(model="gpt-test", messages=CALLER_OPENAI, tools=[weather])
+    sent = scripted.requests[0]["body"]
+    assert [t["function"]["name"] for t in sent["tools"]][1:] == ["memory_resonate", "memory_get", "memory_weave"]
+    assert all(w in sent["messages"][0]["content"] for w in GUIDE_WORDS)
