@@ -39,6 +39,8 @@ DROP_RESPONSE = frozenset({"connection", "keep-alive", "transfer-encoding", "con
                            "upgrade", "trailer", "x-request-id"})
 MAX_CAPTURE = 1024 * 1024  # bytes of a streamed answer kept for the write-back
 MAX_TOOL_ROUNDS = 3
+WRITEBACK_HEADER = "X-Nylon-Writeback"
+WRITEBACK_SKIPPED = "skipped; reason=read-only-key"
 
 _executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="nylon-proxy")
 _clients: dict[int, httpx.AsyncClient] = {}
@@ -171,13 +173,16 @@ def _forward_headers(request) -> dict:
     return headers
 
 
-def _copy_headers(upstream: httpx.Response, response, memory: str, bundle: Bundle | None) -> None:
+def _copy_headers(upstream: httpx.Response, response, memory: str, bundle: Bundle | None,
+                  writes_back: bool = True) -> None:
     for k, v in upstream.headers.items():
         if k.lower() not in DROP_RESPONSE and k.lower() != "content-type":
             response[k] = v
     response["X-Nylon-Memory"] = memory
     if bundle is not None:
         response["X-Nylon-Prefix-Hash"] = bundle.stable_hash
+    if not writes_back:
+        response[WRITEBACK_HEADER] = WRITEBACK_SKIPPED
 
 
 def _parse_sse(data: bytes, protocol) -> str:
@@ -198,6 +203,8 @@ def _parse_sse(data: bytes, protocol) -> str:
 
 
 async def _proxy(request, protocol_name: str):
+    from teams.models import Scope
+
     if request.method != "POST":
         return _error(405, "method_not_allowed", "POST only.", request)
     t0 = time.perf_counter()
@@ -227,6 +234,10 @@ async def _proxy(request, protocol_name: str):
         payload, memory = json.dumps(sent_body).encode(), "injected"
     else:
         sent_body, payload, memory = body, raw, "none"
+    # A read-only key's exchanges are not written back (writeback.write_back needs the write
+    # scope). Said on the answer, as X-Nylon-Memory says what was injected: a 200 alone let the
+    # caller believe its conversation was being remembered.
+    writes_back = actor is None or actor.can(Scope.WRITE)  # no actor: nothing is written anyway
     upstream_url = getattr(settings, f"NYLON_PROXY_{protocol_name.upper()}_UPSTREAM").rstrip("/") + protocol.path
     if request.META.get("QUERY_STRING"):
         upstream_url += "?" + request.META["QUERY_STRING"]
@@ -242,7 +253,7 @@ async def _proxy(request, protocol_name: str):
                      tokens=bundle.approx_tokens if bundle else 0,
                      stable_hash=bundle.stable_hash if bundle else None, overhead_ms=overhead_ms)
         user_text = protocol.new_user_turn(body) if body else ""
-        if not ok or not (user_text or answer) or actor.key_id is None:
+        if not ok or not writes_back or not (user_text or answer) or actor.key_id is None:
             return
         msgs = protocol.messages(body)
         session = writeback.session_key_for(agent_id=actor.id, explicit=explicit_session,
@@ -260,7 +271,7 @@ async def _proxy(request, protocol_name: str):
 
     is_stream = "text/event-stream" in upstream.headers.get("content-type", "")
     if is_stream:
-        return _stream(upstream, protocol, memory, bundle, after, request)
+        return _stream(upstream, protocol, memory, bundle, after, request, writes_back)
 
     try:
         content = await upstream.aread()
@@ -284,7 +295,7 @@ async def _proxy(request, protocol_name: str):
             return _upstream_failed(request, protocol_name, memory, exc, "answering a memory tool call")
     response = HttpResponse(content, status=status,
                             content_type=upstream.headers.get("content-type", "application/json"))
-    _copy_headers(upstream, response, memory, bundle)
+    _copy_headers(upstream, response, memory, bundle, writes_back)
     answer = protocol.answer_text(answer_json) if isinstance(answer_json, dict) and status < 300 else ""
     _background(after, answer, status < 300, request_id=getattr(request, "request_id", None))
     return response
@@ -323,7 +334,8 @@ async def _tool_rounds(client, url, headers, protocol, actor, sent_body, answer,
     return answer, content, status
 
 
-def _stream(upstream: httpx.Response, protocol, memory: str, bundle, after, request) -> StreamingHttpResponse:
+def _stream(upstream: httpx.Response, protocol, memory: str, bundle, after, request,
+            writes_back: bool = True) -> StreamingHttpResponse:
     capture = upstream.is_success
 
     async def relay():
@@ -363,7 +375,7 @@ def _stream(upstream: httpx.Response, protocol, memory: str, bundle, after, requ
 
     response = StreamingHttpResponse(relay(), status=upstream.status_code,
                                      content_type=upstream.headers.get("content-type", "text/event-stream"))
-    _copy_headers(upstream, response, memory, bundle)
+    _copy_headers(upstream, response, memory, bundle, writes_back)
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response

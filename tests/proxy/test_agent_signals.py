@@ -1,5 +1,5 @@
-"""What the proxy tells the agent: memory tools are mentioned in the injected text only when the
-request carries them."""
+"""What the proxy tells the agent: a write-back skipped for a read-only key is said in a header,
+and memory tools are mentioned in the injected text only when the request carries them."""
 
 from __future__ import annotations
 
@@ -10,6 +10,31 @@ from .test_proxy import CALLER_OPENAI, FACT, _anthropic, _openai, _seed
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
 GUIDE_WORDS = ("memory_resonate", "memory_get", "memory_weave", "## Memory tools", "at most 3")
+
+
+@pytest.fixture
+def read_only_key(world):
+    from teams import services
+    from teams.models import Scope
+
+    _, key = services.api_key_create(actor=None, agent=world["a"].agent, name="reader", scopes=[Scope.READ])
+    return key
+
+
+def test_a_read_only_key_is_told_its_turns_are_not_stored(proxy_server, scripted, world, read_only_key):
+    _seed(proxy_server, world["a"].key)
+    raw = _openai(proxy_server, read_only_key).chat.completions.with_raw_response.create(
+        model="gpt-test", messages=CALLER_OPENAI)
+    assert raw.headers["x-nylon-memory"] == "injected"  # memory is still read for it
+    assert raw.headers["x-nylon-writeback"] == "skipped; reason=read-only-key"
+    with _openai(proxy_server, read_only_key).chat.completions.with_streaming_response.create(
+            model="gpt-test", messages=CALLER_OPENAI, stream=True) as resp:
+        assert resp.headers["x-nylon-writeback"] == "skipped; reason=read-only-key"
+        list(resp.parse())
+    # a key that may write gets no such header
+    raw = _openai(proxy_server, world["a"].key).chat.completions.with_raw_response.create(
+        model="gpt-test", messages=CALLER_OPENAI)
+    assert "x-nylon-writeback" not in raw.headers
 
 
 def test_memory_tools_are_mentioned_only_when_attached(proxy_server, scripted, world):
