@@ -381,6 +381,59 @@ def _stream(upstream: httpx.Response, protocol, memory: str, bundle, after, requ
     return response
 
 
+async def _relay_get(request, protocol_name: str, subpath: str):
+    """A read-only upstream route (the model list) relayed as is, behind the same key check and
+    rate limit as the chat routes. OpenAI-compatible clients list ``/models`` to check a base URL
+    and pick a model; without this they got Django's HTML 404 page."""
+    if request.method != "GET":
+        return _error(405, "method_not_allowed", "GET only.", request)
+    raw_key = request.headers.get("X-Nylon-Key", "")
+    if not raw_key:
+        return _error(401, "not_authenticated", "Send your Nylon agent key in X-Nylon-Key.", request)
+    try:
+        await _in_thread(_authenticate, raw_key)
+    except _AuthFailed:
+        return _error(401, "authentication_failed", "Invalid or revoked Nylon key.", request)
+    except _RateLimited as exc:
+        resp = _error(429, "throttled", f"Rate limit of this Nylon key exceeded; retry in {exc.wait} s.", request)
+        resp["Retry-After"] = str(exc.wait)
+        return resp
+    except Exception as exc:  # as for the chat routes: a failing Nylon does not stop the caller
+        log.warning("proxy: key check failed (%s): passing through", type(exc).__name__)
+    url = getattr(settings, f"NYLON_PROXY_{protocol_name.upper()}_UPSTREAM").rstrip("/") + subpath
+    if request.META.get("QUERY_STRING"):
+        url += "?" + request.META["QUERY_STRING"]
+    try:
+        upstream = await _upstream_client().get(url, headers=_forward_headers(request))
+    except httpx.HTTPError as exc:
+        return _upstream_failed(request, protocol_name, "none", exc, "connecting")
+    response = HttpResponse(upstream.content, status=upstream.status_code,
+                            content_type=upstream.headers.get("content-type", "application/json"))
+    for k, v in upstream.headers.items():
+        if k.lower() not in DROP_RESPONSE and k.lower() != "content-type":
+            response[k] = v
+    return response
+
+
+@csrf_exempt
+async def openai_models(request, model: str = ""):
+    return await _relay_get(request, "openai", "/models" + (f"/{model}" if model else ""))
+
+
+@csrf_exempt
+async def anthropic_models(request, model: str = ""):
+    return await _relay_get(request, "anthropic", "/models" + (f"/{model}" if model else ""))
+
+
+@csrf_exempt
+def unknown(request, rest: str = ""):
+    """Any other path under /proxy/: the proxy's JSON error, which LLM SDKs can read, not the
+    console's HTML 404 page."""
+    return _error(404, "no_endpoint", "No such proxy endpoint. The proxy serves POST "
+                  "/proxy/openai/v1/chat/completions, POST /proxy/anthropic/v1/messages and GET …/v1/models.",
+                  request)
+
+
 @csrf_exempt
 async def openai_chat_completions(request):
     return await _proxy(request, "openai")

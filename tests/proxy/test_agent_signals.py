@@ -1,8 +1,11 @@
-"""What the proxy tells the agent: a write-back skipped for a read-only key is said in a header,
-and memory tools are mentioned in the injected text only when the request carries them."""
+"""What the proxy tells the agent: the upstream's model list at ``/models`` (JSON errors for any
+other unknown proxy path), a write-back skipped for a read-only key said in a header, and memory
+tools mentioned in the injected text only when the request carries them."""
 
 from __future__ import annotations
 
+import httpx
+import openai
 import pytest
 
 from .test_proxy import CALLER_OPENAI, FACT, _anthropic, _openai, _seed
@@ -10,6 +13,35 @@ from .test_proxy import CALLER_OPENAI, FACT, _anthropic, _openai, _seed
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
 GUIDE_WORDS = ("memory_resonate", "memory_get", "memory_weave", "## Memory tools", "at most 3")
+
+
+def test_models_are_relayed_from_the_upstream(proxy_server, scripted, world):
+    client = _openai(proxy_server, world["a"].key)
+    assert [m.id for m in client.models.list()] == ["gpt-test", "claude-test"]
+    assert client.models.retrieve("gpt-test").id == "gpt-test"
+    req = scripted.requests[0]
+    assert req["path"] == "/v1/models"
+    assert req["headers"]["authorization"] == "Bearer sk-caller-openai-123"  # the caller's, verbatim
+    assert "x-nylon-key" not in req["headers"]
+
+    r = httpx.get(f"{proxy_server.url}/proxy/anthropic/v1/models",
+                  headers={"X-Nylon-Key": world["a"].key, "x-api-key": "sk-ant"})
+    assert r.status_code == 200 and r.json()["data"][1]["id"] == "claude-test"
+
+
+def test_models_need_a_valid_nylon_key(proxy_server, scripted, world):
+    with pytest.raises(openai.AuthenticationError):
+        _openai(proxy_server, "nyl_bogus_key").models.list()
+    r = httpx.get(f"{proxy_server.url}/proxy/openai/v1/models")
+    assert r.status_code == 401 and r.json()["error"]["code"] == "not_authenticated"
+    assert scripted.requests == []
+
+
+@pytest.mark.parametrize("path", ["/proxy/openai/v1/embeddings", "/proxy/openai/v1/nope", "/proxy/"])
+def test_unknown_proxy_paths_are_json_errors(proxy_server, world, path):
+    r = httpx.post(f"{proxy_server.url}{path}", headers={"X-Nylon-Key": world["a"].key}, json={})
+    assert r.status_code == 404 and r.headers["content-type"].startswith("application/json")
+    assert r.json()["error"]["code"] == "no_endpoint" and r.json()["request_id"]
 
 
 @pytest.fixture

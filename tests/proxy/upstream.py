@@ -19,6 +19,7 @@ import zlib
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+MODELS = ("gpt-test", "claude-test")
 WORD = re.compile(r"[a-z0-9]+")
 STOP = {"the", "a", "an", "is", "what", "my", "i", "to", "of", "and", "do", "you", "me", "it", "in", "on", "for"}
 
@@ -68,6 +69,20 @@ class ScriptedUpstream:
                     upstream._openai(self, body, action)
                 elif self.path.endswith("/messages"):
                     upstream._anthropic(self, body, action)
+                else:
+                    self._json(404, {"error": {"message": "no such route"}})
+
+            def do_GET(self):
+                with upstream._lock:
+                    upstream.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in
+                                                                             self.headers.items()},
+                                              "body": None, "raw": b""})
+                path = self.path.split("?", 1)[0]
+                if path.endswith("/models"):
+                    self._json(200, {"object": "list", "data": [
+                        {"id": m, "object": "model", "owned_by": "scripted"} for m in MODELS]})
+                elif "/models/" in path and path.rsplit("/", 1)[1] in MODELS:
+                    self._json(200, {"id": path.rsplit("/", 1)[1], "object": "model", "owned_by": "scripted"})
                 else:
                     self._json(404, {"error": {"message": "no such route"}})
 
