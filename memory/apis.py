@@ -13,15 +13,13 @@ from rest_framework.response import Response
 from assets.access import access_node
 from nylon_project.api import (
     Api,
-    JSONBodyParser,
     StrictSerializer,
-    UnstorableBodyText,
     filter_params,
     paginate,
     team_from_input,
 )
 from nylon_project.pagination import CursorPage
-from nylon_project.parsers import unstorable_path, unstorable_text
+from nylon_project.parsers import SafeJSONParser, UnstorableBodyText, unstorable_path, unstorable_text
 
 from . import selectors, services
 from .engine.types import MAX_K
@@ -276,7 +274,7 @@ _SESSION_FIELDS = frozenset({"session_key", "turns", "visibility", "team_id", "e
 _TURN_FIELDS = frozenset({"text", "speaker", "occurred_at", "event_id", "caption", "metadata"})
 
 
-class JSONLinesParser(JSONBodyParser):
+class JSONLinesParser(SafeJSONParser):
     """``application/x-ndjson``: one JSON value per line, each held to SafeJSONParser's rules."""
 
     media_type = "application/x-ndjson"
@@ -290,7 +288,8 @@ class JSONLinesParser(JSONBodyParser):
                     out.append(super().parse(io.BytesIO(line), media_type, parser_context))
                 except UnstorableBodyText as exc:
                     # the path as in a JSON array body: the session's index, not its line number
-                    raise UnstorableBodyText(f"Line {n}: {exc.detail}", f"[{len(out)}].{exc.field_path}") from None
+                    path = f"[{len(out)}].{exc.field_path}" if exc.field_path else None
+                    raise UnstorableBodyText(f"Line {n}: {exc.detail}", path) from None
                 except ParseError as exc:
                     raise ParseError(f"Line {n}: {exc.detail}") from None
         return out
@@ -462,7 +461,7 @@ class BulkIngestApi(Api):
     state is at ``GET memories/bulk/{batch_id}``). ``?embed=false`` skips the embedder too: the
     leaves are found by words at once and by meaning once the task has filled their vectors."""
 
-    parser_classes = [JSONBodyParser, JSONLinesParser]
+    parser_classes = [SafeJSONParser, JSONLinesParser]
 
     class InputSerializer(StrictSerializer):
         sessions = BulkSessionsField()

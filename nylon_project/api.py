@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import io
-import json
-
 from rest_framework import serializers
-from rest_framework.exceptions import ParseError
 from rest_framework.views import APIView
 
-from .parsers import JsonObject, SafeJSONParser, unstorable_path, unstorable_text
+from .parsers import JsonObject, unstorable_text
 
 UNSTORABLE = "NUL characters and unpaired surrogates are not allowed."
 
@@ -76,47 +72,8 @@ def _json_type_ok(field, value) -> bool:
     return True
 
 
-class UnstorableBodyText(ParseError):
-    """A body refused for text Postgres cannot store, at a known field path (``field_path``)."""
-
-    def __init__(self, detail, field_path: str):
-        super().__init__(detail)
-        self.field_path = field_path
-
-
-class JSONBodyParser(SafeJSONParser):
-    """SafeJSONParser, but text it refuses as unstorable is reported at its field path, so
-    ``Api`` can put the error under ``error.fields`` as any other field error (a client reads
-    fields, not the message)."""
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        raw = stream.read() if stream is not None else b""
-        try:
-            return super().parse(io.BytesIO(raw), media_type, parser_context)
-        except ParseError as exc:
-            path = _unstorable_field(raw, str(exc.detail))
-            if path is None:
-                raise
-            raise UnstorableBodyText(exc.detail, path) from None
-
-
-def _unstorable_field(raw: bytes, message: str) -> str | None:
-    """The field path of SafeJSONParser's unstorable-text refusal ``message`` of ``raw``, else None
-    (another refusal, or no field to name: the body itself is a string, or a top-level key)."""
-    try:
-        path = unstorable_path(json.loads(raw.decode("utf-8")))
-    except (ValueError, RecursionError):
-        return None
-    # The parent names the same path first in its message: anything else was another refusal.
-    if not path or path == "(a key)" or not message.startswith(f"{path}: "):
-        return None
-    return path
-
-
 class Api(APIView):
     """Base view: small typed views, the actor is always ``request.actor``."""
-
-    parser_classes = [JSONBodyParser]
 
     def handle_exception(self, exc):
         response = super().handle_exception(exc)

@@ -38,6 +38,16 @@ class JsonObject(dict):
     ``nylon_project.api.StrictSerializer``), unlike a query string's, where every value is a string."""
 
 
+class UnstorableBodyText(ParseError):
+    """A body refused for text Postgres cannot store; ``field_path`` is where, when a field holds
+    it (``nylon_project.api.Api`` puts the error under ``error.fields`` there), else None (the body
+    itself is a string, or a key holds it)."""
+
+    def __init__(self, detail, field_path: str | None):
+        super().__init__(detail)
+        self.field_path = field_path
+
+
 class SafeJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
         raw = stream.read() if stream is not None else b""
@@ -56,8 +66,8 @@ class SafeJSONParser(JSONParser):
         # either can only arrive as a \u escape: skip the walk over large bodies without one.
         where = unstorable_path(data) if "\\u" in text else None
         if where is not None:
-            raise ParseError(f"{where or 'The body'}: text with a NUL character (\\u0000) or an unpaired "
-                             "surrogate cannot be stored.")
+            raise UnstorableBodyText(f"{where or 'The body'}: text with a NUL character (\\u0000) or an unpaired "
+                                     "surrogate cannot be stored.", None if where in ("", "(a key)") else where)
         return data
 
 
