@@ -46,6 +46,9 @@ async def serve_stdio(server) -> None:
     got only the replies that were quick enough, although the tools it called had run (a
     memory_weave was written and its answer lost). Here end of input reaches the server only once
     every request read so far has been answered."""
+    # create_context_streams is the SDK's own stream type (its stdio_server uses it) in a private
+    # module: mcp is pinned in pyproject.toml, and tests/assets/test_mcp_stdio_eof.py fails if an
+    # upgrade moves it.
     from mcp.server.stdio import stdio_server
     from mcp.shared._context_streams import create_context_streams
     from mcp.shared.message import SessionMessage
