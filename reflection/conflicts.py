@@ -161,24 +161,49 @@ def resolve(*, actor, conflict: Conflict, action: str, keep_id: int | None = Non
     return _resolve(actor=actor, conflict=conflict, action=action, keep_id=keep_id, request_id=request_id)
 
 
+def _unsupported_derivations(org_id: int, superseded_id: int) -> list[int]:
+    """The current facts (and bridges, and what is drawn from those) whose every source is no
+    longer current once ``superseded_id`` is: "Ana eats spicy food", abstracted from the leaf just
+    superseded, would otherwise keep serving the replaced statement. A derivation that another
+    current source still supports stays."""
+    out: list[int] = []
+    frontier = [superseded_id]
+    while frontier:
+        derived = list(Node.objects.filter(org_id=org_id, source_node_ids__overlap=frontier, valid_to__isnull=True,
+                                           deleted_at__isnull=True).exclude(pk__in=out)
+                       .values_list("id", "source_node_ids"))
+        gone = set(out) | set(frontier)
+        sources = {sid for _, ids in derived for sid in ids if sid not in gone}
+        still = set(Node.objects.filter(org_id=org_id, pk__in=sources, valid_to__isnull=True,
+                                        deleted_at__isnull=True).values_list("id", flat=True))
+        frontier = [nid for nid, ids in derived if not (set(ids) & still)]
+        out.extend(frontier)
+    return out
+
+
 @transaction.atomic
 def _resolve(*, actor, conflict: Conflict, action: str, keep_id: int | None, request_id: str) -> Conflict:
     c = Conflict.objects.select_for_update().select_related("node_a", "node_b").get(pk=conflict.pk)
     if c.status != Conflict.Status.OPEN:
         raise ValidationError({"action": [f"This conflict is already resolved ({c.status})."]})
     now = timezone.now()
+    detail = {"action": action, "keep": keep_id, "nodes": [c.node_a_id, c.node_b_id]}
     if action == "supersede":
         keep, old = (c.node_a, c.node_b) if keep_id == c.node_a_id else (c.node_b, c.node_a)
         Node.objects.filter(pk=old.pk, valid_to__isnull=True).update(valid_to=now)
-        Edge.objects.bulk_create([Edge(org=c.org, src=keep, dst=old, kind=EdgeKind.SUPERSEDES,
-                                       weight=EDGE_WEIGHTS["supersedes"])], ignore_conflicts=True)
+        unsupported = [n for n in _unsupported_derivations(c.org_id, old.pk) if n != keep.pk]
+        Node.objects.filter(pk__in=unsupported).update(valid_to=now)
+        Edge.objects.bulk_create([Edge(org=c.org, src=keep, dst_id=gone, kind=EdgeKind.SUPERSEDES,
+                                       weight=EDGE_WEIGHTS["supersedes"]) for gone in [old.pk, *unsupported]],
+                                 ignore_conflicts=True)
+        if unsupported:
+            detail["also_superseded"] = unsupported
     c.status = ACTIONS[action]
     c.kept_node_id = keep_id
     c.resolved_by = actor.label[:255]
     c.resolved_at = now
     c.save(update_fields=["status", "kept_node", "resolved_by", "resolved_at"])
     audit.record(actor=actor, action="conflict.resolve", object_type="conflict", object_id=c.id,
-                 detail={"action": action, "keep": keep_id, "nodes": [c.node_a_id, c.node_b_id]},
-                 request_id=request_id)
+                 detail=detail, request_id=request_id)
     events.publish(c.org_id, "conflict.resolved", {"conflict_id": c.id, "status": c.status})
     return c

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from assets.models import AuditEvent
 from memory.cache import get_cache
+from memory.models import Edge, MemorySession, Node
 from memory.selectors import resonate_for
-from reflection import conflicts
+from reflection import conflicts, services
 from reflection.models import Conflict
 from teams.auth import Actor
 
@@ -72,3 +74,43 @@ def test_keeping_both_or_rejecting_leaves_both_retrievable(world, client_for, no
     _resolve(world, client_for, action)
     hits, _ = _hit_ids(client_for(world["a"].key))
     assert {first, second} <= hits
+
+
+def _fact_of(world, client_for, leaf_id: int) -> int:
+    """The session of ``leaf_id`` abstracted (heuristics, no LLM): the fact drawn from that leaf."""
+    leaf = Node.objects.get(pk=leaf_id)
+    services.abstract_session(session_id=MemorySession.objects.get(org=leaf.org, key=leaf.session_key).id)
+    return Node.objects.get(kind="fact", source_node_ids=[leaf_id]).id
+
+
+def test_a_fact_drawn_only_from_the_superseded_memory_goes_with_it(world, client_for, no_llm):
+    a = world["a"]
+    first, second = two_statements(world, client_for)
+    fact = _fact_of(world, client_for, first)
+    assert Node.objects.get(pk=fact).text == "Ana eats spicy food."
+    assert fact in _hit_ids(client_for(a.key))[0]
+    conflicts.detect(org_id=a.org.id, node_ids=[second])
+
+    _resolve(world, client_for, "supersede", keep=second)
+    assert Node.objects.get(pk=fact).valid_to is not None
+    assert Edge.objects.filter(src_id=second, dst_id=fact, kind="supersedes").exists()
+    hits, _ = _hit_ids(client_for(a.key))
+    assert fact not in hits and first not in hits and second in hits
+    ev = AuditEvent.objects.get(action="conflict.resolve")
+    assert ev.detail["also_superseded"] == [fact]
+    gov = client_for(a.key).get(f"/api/v1/memories/nodes/{fact}/governance").json()
+    assert gov["validity"]["is_current"] is False and gov["validity"]["superseded_by"] == [second]
+
+
+def test_a_fact_another_current_memory_supports_stays(world, client_for, no_llm):
+    a = world["a"]
+    first, second = two_statements(world, client_for)
+    fact = _fact_of(world, client_for, first)
+    other = client_for(a.key).post("/api/v1/memories/weave", {"text": "Ana orders the spiciest curry.",
+                                                              "speaker": "Ana"}, format="json").json()
+    # as an LLM fact drawn from two turns would be
+    Node.objects.filter(pk=fact).update(source_node_ids=[first, other["node_ids"][0]])
+    conflicts.detect(org_id=a.org.id, node_ids=[second])
+    _resolve(world, client_for, "supersede", keep=second)
+    assert Node.objects.get(pk=fact).valid_to is None
+    assert "also_superseded" not in AuditEvent.objects.get(action="conflict.resolve").detail
