@@ -17,6 +17,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from teams.auth import Actor
+from teams.models import Scope
 
 from . import access
 from .models import AgentBinding, AssetKind, AssetStatus, BindingMode
@@ -103,6 +104,15 @@ HEADINGS = {
 }
 
 
+def guide(language: str, *, can_write: bool) -> str:
+    """The tool-use guide; without the write scope it leaves out memory_weave, which would only be
+    refused (a model told about a tool calls it)."""
+    text = GUIDES[language].format(n=MEMORY_CALL_BUDGET)
+    if can_write:
+        return text
+    return "\n".join(line for line in text.split("\n") if not line.startswith("- memory_weave("))
+
+
 def pick_language(accept_language: str | None) -> str:
     """The best supported language of an Accept-Language header; English by default."""
     best, best_q = "en", -1.0
@@ -184,7 +194,7 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
     index_pairs = [p for p in pairs if p[0].mode == BindingMode.INDEX]
     tool_pairs = [p for p in pairs if p[0].mode == BindingMode.TOOL]
 
-    parts = [GUIDES[language].format(n=MEMORY_CALL_BUDGET)]
+    parts = [guide(language, can_write=actor.can(Scope.WRITE))]
     full, used = [], 0
     for _b, a in full_pairs:
         body, cut = _cut(a.body or "", budget.max_chars_per_asset)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from teams.auth import Actor
+from teams.models import Scope
 
 log = logging.getLogger("nylon.proxy")
 
@@ -30,6 +31,12 @@ TOOLS = {
     "memory_weave": ("Save a new fact, decision or result to the agent's memory.",
                      {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
 }
+
+
+def offered_tools(actor: Actor) -> dict:
+    """The memory tools this key may use: memory_weave needs the write scope (``run_tool`` would
+    refuse it, and the context guide leaves it out for the same key)."""
+    return {name: spec for name, spec in TOOLS.items() if name != "memory_weave" or actor.can(Scope.WRITE)}
 
 
 @dataclass
@@ -64,17 +71,17 @@ def build_bundle(*, actor: Actor, query: str, tools: bool = True) -> Bundle:
     ctx = build_context(actor=actor, query=query[:4000], k=settings.NYLON_PROXY_HITS_K, reinforce=False)
     if tools:
         return Bundle(stable=ctx.stable_text, volatile=ctx.dynamic_text, stable_hash=ctx.stable_hash)
-    stable = without_tool_guide(ctx.stable_text, ctx.language)
+    stable = without_tool_guide(ctx.stable_text, ctx.language, can_write=actor.can(Scope.WRITE))
     return Bundle(stable=stable, volatile=ctx.dynamic_text,
                   stable_hash=hashlib.sha256(stable.encode()).hexdigest())
 
 
-def without_tool_guide(stable: str, language: str) -> str:
-    from assets.context import GUIDES, HEADINGS, MEMORY_CALL_BUDGET
+def without_tool_guide(stable: str, language: str, *, can_write: bool) -> str:
+    from assets.context import HEADINGS, guide
 
-    guide = GUIDES[language].format(n=MEMORY_CALL_BUDGET)
-    if stable.startswith(guide):
-        stable = stable[len(guide):].lstrip("\n")
+    text = guide(language, can_write=can_write)
+    if stable.startswith(text):
+        stable = stable[len(text):].lstrip("\n")
     index_heading = HEADINGS[language][1]
     return stable.replace(index_heading, index_heading.split(" (", 1)[0].split("（", 1)[0], 1)
 
@@ -82,7 +89,6 @@ def without_tool_guide(stable: str, language: str) -> str:
 def run_tool(*, actor: Actor, name: str, args: dict) -> str:
     """Answer one memory-tool call (a worker thread); errors become the tool's text, for the model."""
     from assets import mcp
-    from teams.models import Scope
 
     if not isinstance(args, dict):  # arguments that are not a JSON object: tell the model, run nothing
         return "Tool error: the arguments are not a valid JSON object."
@@ -159,7 +165,7 @@ class OpenAI(_Protocol):
         return cls._sse(error)
 
     @classmethod
-    def inject(cls, body: dict, text: str, *, tools: bool) -> dict:
+    def inject(cls, body: dict, text: str, *, tools: dict) -> dict:
         msgs = list(cls.messages(body))
         first = msgs[0] if msgs and isinstance(msgs[0], dict) else None
         if first is not None and first.get("role") in ("system", "developer"):
@@ -174,7 +180,7 @@ class OpenAI(_Protocol):
         out = {**body, "messages": msgs}
         if tools:
             out["tools"] = [*body["tools"], *({"type": "function", "function": {
-                "name": name, "description": desc, "parameters": schema}} for name, (desc, schema) in TOOLS.items())]
+                "name": name, "description": desc, "parameters": schema}} for name, (desc, schema) in tools.items())]
         return out
 
     @staticmethod
@@ -241,7 +247,7 @@ class Anthropic(_Protocol):
         return cls._sse({**error, "type": "error", "error": inner}, event="error")
 
     @staticmethod
-    def inject(body: dict, text: str, *, tools: bool) -> dict:
+    def inject(body: dict, text: str, *, tools: dict) -> dict:
         system = body.get("system")
         if isinstance(system, list):
             merged = [*system, {"type": "text", "text": text}]
@@ -250,7 +256,7 @@ class Anthropic(_Protocol):
         out = {**body, "system": merged}
         if tools:
             out["tools"] = [*body["tools"], *({"name": name, "description": desc, "input_schema": schema}
-                                              for name, (desc, schema) in TOOLS.items())]
+                                              for name, (desc, schema) in tools.items())]
         return out
 
     @staticmethod

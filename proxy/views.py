@@ -27,7 +27,7 @@ from nylon_project.errors import error_body, error_response
 from nylon_project.request_context import current_request_id, reset_request_id, set_request_id
 
 from . import stats, writeback
-from .bundle import PROTOCOLS, Bundle, build_bundle, run_tool
+from .bundle import PROTOCOLS, Bundle, build_bundle, offered_tools, run_tool
 
 log = logging.getLogger("nylon.proxy")
 
@@ -228,7 +228,7 @@ async def _proxy(request, protocol_name: str):
         resp["Retry-After"] = str(exc.wait)
         return resp
 
-    tools = bundle is not None and _offer_tools(body)
+    tools = offered_tools(actor) if bundle is not None and _offer_tools(body) else {}
     if bundle is not None:
         sent_body = protocol.inject(body, bundle.text, tools=tools)
         payload, memory = json.dumps(sent_body).encode(), "injected"

@@ -92,3 +92,14 @@ def test_memory_tools_are_mentioned_only_when_attached(proxy_server, scripted, w
     sent = scripted.requests[0]["body"]
     assert [t["function"]["name"] for t in sent["tools"]][1:] == ["memory_resonate", "memory_get", "memory_weave"]
     assert all(w in sent["messages"][0]["content"] for w in GUIDE_WORDS)
+
+
+def test_a_read_only_key_is_offered_no_memory_weave(proxy_server, scripted, world, read_only_key):
+    _seed(proxy_server, world["a"].key)
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    _openai(proxy_server, read_only_key).chat.completions.create(model="gpt-test", messages=CALLER_OPENAI,
+                                                                 tools=[weather])
+    sent = scripted.requests[0]["body"]
+    assert [t["function"]["name"] for t in sent["tools"]] == ["get_weather", "memory_resonate", "memory_get"]
+    system = sent["messages"][0]["content"]
+    assert "memory_resonate" in system and "memory_weave" not in system  # the guide without it, too
