@@ -7,7 +7,7 @@ app_name = "frontend"
 
 urlpatterns = [
     path("", base.home, name="home"),
-    path("login/", account.LoginView.as_view(), name="login"),
+    path("login/", account.limit_failed_logins(account.LoginView.as_view()), name="login"),
     path("password-reset/", account.PasswordResetView.as_view(), name="password-reset"),
     path("password-reset/sent/", account.PasswordResetDoneView.as_view(), name="password-reset-done"),
     path("reset/<uidb64>/<token>/", account.PasswordResetConfirmView.as_view(), name="password-reset-confirm"),

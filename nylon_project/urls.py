@@ -4,7 +4,14 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from frontend.views.account import limit_failed_logins
+
 from .health import healthz
+
+# The admin site's own sign-in takes the same passwords as the console's (a superuser's among
+# them): it is held to the same failed-attempt limit, counted together with the console's. Set
+# before ``admin.site.urls`` below builds the admin's URL patterns from it.
+admin.site.login = limit_failed_logins(admin.site.login)
 
 api_v1 = [
     path("", include("teams.urls")),

@@ -4,6 +4,7 @@ Not ``console_view``s: the user is not signed in yet, and may be in no organisat
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from django.conf import settings
@@ -33,40 +34,44 @@ def _too_many(request, template: str, context: dict, seconds: int):
     return response
 
 
-class LoginView(auth_views.LoginView):
-    """Failed sign-ins are limited per account name and address (``NYLON_LOGIN_FAILURES`` in 15
-    minutes) and per address (ten times that), so a password cannot be guessed at the server's
-    speed. A refused attempt is not tried at all, so even the right password waits."""
+def limit_failed_logins(view):
+    """Wraps a sign-in view (the console's, Django admin's): failed sign-ins are limited per account
+    name and address (``NYLON_LOGIN_FAILURES`` in 15 minutes) and per address (ten times that),
+    counted together across every sign-in form, so a password cannot be guessed at the server's
+    speed through any of them. A refused attempt is not tried at all, so even the right password
+    waits. A sign-in succeeded when the view redirects with the user signed in; anything else
+    answered to a POST is a failure."""
 
-    template_name = "frontend/login.html"
-    redirect_authenticated_user = True
-    next_page = "frontend:dashboard"
-
-    def _idents(self) -> tuple[str, str]:
-        ip = ratelimit.client_ip(self.request)
-        username = (self.request.POST.get("username") or "").strip().casefold()
-        return ip, f"{username}|{ip}"
-
-    def post(self, request, *args, **kwargs):
-        ip, account = self._idents()
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if request.method != "POST":
+            return view(request, *args, **kwargs)
+        ip = ratelimit.client_ip(request)
+        account = f"{(request.POST.get('username') or '').strip().casefold()}|{ip}"
         limit = settings.NYLON_LOGIN_FAILURES
         wait = (ratelimit.retry_after("login-ip", ip, limit=limit * 10, window=LOGIN_WINDOW)
                 or ratelimit.retry_after("login", account, limit=limit, window=LOGIN_WINDOW))
         if wait:
             log.warning("sign-in refused: too many failures from %s", ip)
-            return _too_many(request, self.template_name, self.get_context_data(form=self.get_form_class()()),
-                             wait)
-        return super().post(request, *args, **kwargs)
+            context = {"form": auth_forms.AuthenticationForm(request), "next": request.POST.get("next", "")}
+            return _too_many(request, LoginView.template_name, context, wait)
+        response = view(request, *args, **kwargs)
+        if response.status_code in (301, 302, 303) and request.user.is_authenticated:
+            ratelimit.clear("login", account, window=LOGIN_WINDOW)
+        else:
+            ratelimit.count("login-ip", ip, window=LOGIN_WINDOW)
+            ratelimit.count("login", account, window=LOGIN_WINDOW)
+        return response
 
-    def form_invalid(self, form):
-        ip, account = self._idents()
-        ratelimit.count("login-ip", ip, window=LOGIN_WINDOW)
-        ratelimit.count("login", account, window=LOGIN_WINDOW)
-        return super().form_invalid(form)
+    return wrapped
 
-    def form_valid(self, form):
-        ratelimit.clear("login", self._idents()[1], window=LOGIN_WINDOW)
-        return super().form_valid(form)
+
+class LoginView(auth_views.LoginView):
+    """The console's sign-in (served through ``limit_failed_logins``, see ``frontend.urls``)."""
+
+    template_name = "frontend/login.html"
+    redirect_authenticated_user = True
+    next_page = "frontend:dashboard"
 
 
 class PasswordResetForm(auth_forms.PasswordResetForm):

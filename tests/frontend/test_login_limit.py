@@ -97,3 +97,20 @@ def test_without_redis_sign_in_works_and_says_so_in_the_log(user, settings, capl
             assert _sign_in(Client(REMOTE_ADDR=ip), user.username, "wrong").status_code == 200
         assert _sign_in(Client(REMOTE_ADDR=ip), user.username, PASSWORD).status_code == 302
     assert any("cache unavailable" in r.getMessage() for r in caplog.records)
+
+
+def test_the_admin_sign_in_is_held_to_the_same_limit_counted_with_the_consoles(settings):
+    settings.NYLON_LOGIN_FAILURES = 3
+    boss = get_user_model().objects.create_superuser(f"boss-{uuid.uuid4().hex[:8]}", "boss@example.com", PASSWORD)
+    ip = _ip()
+    admin_client = Client(REMOTE_ADDR=ip)
+    for _ in range(2):
+        assert admin_client.post("/admin/login/", {"username": boss.username, "password": "wrong"}).status_code == 200
+    assert _sign_in(Client(REMOTE_ADDR=ip), boss.username, "wrong").status_code == 200
+    r = admin_client.post("/admin/login/", {"username": boss.username, "password": PASSWORD})
+    assert r.status_code == 429 and int(r["Retry-After"]) > 0 and "_auth_user_id" not in admin_client.session
+    assert _sign_in(Client(REMOTE_ADDR=ip), boss.username, PASSWORD).status_code == 429
+
+    elsewhere = Client(REMOTE_ADDR=_ip())
+    r = elsewhere.post("/admin/login/", {"username": boss.username, "password": PASSWORD, "next": "/admin/"})
+    assert r.status_code == 302 and elsewhere.session["_auth_user_id"] == str(boss.pk)
