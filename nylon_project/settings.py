@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -36,6 +37,26 @@ def env_int(name: str, default: int) -> int:
 def env_float(name: str, default: float) -> float:
     value = _env(name)
     return default if value is None else float(value)
+
+
+# DRF reads a throttle rate only when it first throttles a request (SimpleRateThrottle.parse_rate:
+# "<n>/<period>", the period's first letter picking s, m, h or d). A malformed rate therefore
+# started cleanly and then failed every authenticated request with a 500 while /healthz stayed
+# green, so the value is checked here and handed to DRF in the spelling it parses (lower case).
+RATE_PERIODS = ("s", "sec", "second", "m", "min", "minute", "h", "hour", "d", "day")
+
+
+def env_rate(name: str, default: str) -> str:
+    value = _env(name)
+    if value is None:
+        return default
+    match = re.fullmatch(r"(\d+)\s*/\s*([a-z]+)", value.lower())
+    if not match or match.group(2) not in RATE_PERIODS or int(match.group(1)) < 1:
+        # 0 would answer every authenticated request with 429: no setting means that on purpose.
+        raise ImproperlyConfigured(
+            f"{name}: {value!r} is not a request rate. Expected <requests>/<period>: a whole number of at "
+            f"least 1, then one of {', '.join(RATE_PERIODS)} (e.g. 6000/min)")
+    return f"{int(match.group(1))}/{match.group(2)}"
 
 
 def env_list(name: str, default: str = "") -> list[str]:
@@ -313,7 +334,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "nylon_project.pagination.CursorPage",
     "PAGE_SIZE": 50,
     "DEFAULT_THROTTLE_CLASSES": ["teams.auth.ActorRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"actor": os.environ.get("NYLON_RATE_LIMIT", "6000/min")},
+    "DEFAULT_THROTTLE_RATES": {"actor": env_rate("NYLON_RATE_LIMIT", "6000/min")},
     "UNAUTHENTICATED_USER": None,
 }
 
