@@ -532,7 +532,10 @@ class ImportApi(Api):
         jsonl = serializers.CharField(trim_whitespace=False)
 
     @extend_schema(request=InputSerializer, responses={201: inline_serializer("ImportCounts", {
-        k: serializers.IntegerField() for k in ("node", "edge", "asset", "asset_version", "skipped")})})
+        **{k: serializers.IntegerField() for k in ("node", "edge", "asset", "asset_version", "skipped", "unowned")},
+        "missing": serializers.ListField(child=serializers.CharField(), help_text=(
+            "Owners and teams the file names that this organisation does not have (\"agent:name\", "
+            "\"user:name\", \"team:slug\"); their rows were skipped (counted in unowned)."))})})
     def post(self, request):
         """Imports a JSONL export into the organisation in one transaction: any bad line imports nothing and
         is a 400 naming the line. Org admins only; agents are refused."""

@@ -538,7 +538,8 @@ def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict
     node_map: dict[int, int] = {}
     asset_map: dict[int, Asset] = {}
     kept_assets: set[int] = set()  # file ids of assets already there
-    counts = {"node": 0, "edge": 0, "asset": 0, "asset_version": 0, "skipped": 0}
+    counts = {"node": 0, "edge": 0, "asset": 0, "asset_version": 0, "skipped": 0, "unowned": 0}
+    missing: set[str] = set()  # owners and teams the file names that this org does not have
     header = None
     pending_sources: list[tuple[Node, list[int]]] = []
 
@@ -568,6 +569,12 @@ def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict
                 team = teams.get(row.get("team") or "")
                 if who is None or (row.get("team") and team is None):
                     counts["skipped"] += 1
+                    counts["unowned"] += 1
+                    if who is None:
+                        missing.add(f"agent:{row['owner_agent']}" if row.get("owner_agent")
+                                    else f"user:{row.get('owner_user') or ''}")
+                    else:
+                        missing.add(f"team:{row['team']}")
                     continue
                 who_key = _owner_key(getattr(who["owner_user"], "id", None), getattr(who["owner_agent"], "id", None))
                 old_id = row.pop("id")
@@ -621,6 +628,10 @@ def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict
             f"Collides with a row already in the organisation ({constraint}); nothing was imported."]}}) from None
     for n, sources in pending_sources:
         Node.objects.filter(pk=n.pk).update(source_node_ids=[node_map[i] for i in sources if i in node_map])
+    # Rows are matched to owners by name: an org without the file's members, agents or teams gets
+    # none of their rows. Said in the answer, not only counted, so a restore into an empty org does
+    # not look like a success.
+    counts["missing"] = sorted(missing)[:50]
     audit.record(actor=actor, org=org, action="org.import", object_type="org", object_id=org.id,
                  detail={"from": header.get("org"), **counts})
     return counts

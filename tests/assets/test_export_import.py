@@ -75,6 +75,21 @@ def test_rows_whose_owner_is_missing_are_skipped_not_reassigned(world, client_fo
     counts = import_lines(beta, out.read_text().splitlines())
     assert counts["node"] == 0 and counts["asset"] == 0 and counts["skipped"] > 0
     assert Node.objects.filter(org=beta).count() == 0
+    # ... and the answer says whose rows were left out
+    a = world["a"]
+    nodes_and_assets = sum(1 for x in map(json.loads, out.read_text().splitlines()) if x["type"] in ("node", "asset"))
+    assert counts["unowned"] == nodes_and_assets
+    assert f"agent:{a.agent.name}" in counts["missing"] and f"user:{a.admin.username}" in counts["missing"]
+
+
+def test_the_import_command_warns_when_rows_have_no_owner_here(world, client_for, tmp_path, capsys):
+    _populate(world, client_for)
+    out = tmp_path / "alpha.jsonl"
+    call_command("export_memory", "--org", "alpha", "--out", str(out))
+    call_command("import_memory", "--org", "beta", str(out))
+    err = capsys.readouterr().err
+    assert "rows were skipped: their owners or teams do not exist in 'beta'" in err
+    assert f"agent:{world['a'].agent.name}" in err
 
 
 def test_api_export_is_for_org_admins_and_keeps_others_private_rows_out(world, client_for):

@@ -64,7 +64,7 @@ def test_importing_the_same_file_twice_skips_every_row_the_first_run_wrote(world
     assert after == (3, first["edge"], 1, 2)
     r = _import(admin, exported, "gamma")
     assert r.status_code == 201, r.content
-    assert r.json() == {"node": 0, "edge": 0, "asset": 0, "asset_version": 0,
+    assert r.json() == {"node": 0, "edge": 0, "asset": 0, "asset_version": 0, "unowned": 0, "missing": [],
                         "skipped": sum(first[k] for k in ("node", "edge", "asset", "asset_version"))}
     assert _counts(gamma) == after
     assert Node.objects.filter(org=gamma, event_id="crm-1").count() == 1

@@ -31,3 +31,10 @@ class Command(BaseCommand):
             if fh is not sys.stdin:
                 fh.close()
         self.stdout.write(json.dumps(counts))
+        if counts.get("unowned"):
+            # Rows go to owners matched by name: members, agents and teams are not in the file.
+            self.stderr.write(self.style.WARNING(
+                f"{counts['unowned']} rows were skipped: their owners or teams do not exist in {org!r} "
+                f"({', '.join(counts['missing'])}). Create them (same names), then import again: rows "
+                "already imported are skipped. To move a whole instance, back up its database instead "
+                "(README, Backups)."))
