@@ -5,7 +5,15 @@ post-commit follow-ups still owed.
 hostnames, the LLM endpoint and its last error, counts over every org) goes only to loopback
 clients (the compose healthcheck, ``make run`` users) and to callers sending
 ``Authorization: Bearer <NYLON_HEALTH_TOKEN>``; anyone else gets the statuses alone, with the same
-HTTP code (200 ok or degraded, 503 down)."""
+HTTP code.
+
+The HTTP code answers a load balancer's question, "can this node serve requests?": 503 only when
+the database is not usable (down, or without pgvector), since no API call works without it. Redis,
+the workers, the embedder, the LLM and owed background work being down or behind degrade the
+service but the API keeps answering (the rate limit fails open, enqueues are re-found), and they
+are shared by every web node: a 503 for them would pull all nodes out of rotation at once and turn
+a partial outage into a total one. So those answer 200 with status "degraded" and the names in
+"degraded"; monitoring reads the body."""
 
 from __future__ import annotations
 
@@ -172,6 +180,10 @@ def _may_see_detail(request) -> bool:
     return hmac.compare_digest(auth[7:].strip().encode(), token.encode())
 
 
+# What a request cannot be served without (see the module docstring); everything else only degrades.
+SERVING_NEEDS = ("database",)
+
+
 def healthz(request):
     checks = {
         "database": _timed(_database),
@@ -182,12 +194,12 @@ def healthz(request):
         "followups": _timed(_followups),
         "ingest": _timed(_ingest),
     }
-    core_ok = all(checks[name]["status"] == "ok" for name in ("database", "redis", "worker"))
+    serving = all(checks[name]["status"] == "ok" for name in SERVING_NEEDS)
     degraded = [name for name, c in checks.items() if c["status"] not in ("ok", "disabled")]
-    status = "ok" if core_ok and not degraded else ("degraded" if core_ok else "down")
+    status = "down" if not serving else ("degraded" if degraded else "ok")
     if not _may_see_detail(request):
         checks = {name: {"status": c["status"]} for name, c in checks.items()}
     response = JsonResponse({"status": status, "degraded": degraded, "checks": checks},
-                            status=200 if core_ok else 503)
+                            status=200 if serving else 503)
     response["Cache-Control"] = "no-store"  # a shared cache must not hand the full report to others
     return response
