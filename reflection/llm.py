@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 
@@ -71,7 +72,11 @@ def _default_config() -> LlmConfig | None:
     if not url:
         return None
     provider = (settings.NYLON_LLM_PROVIDER or "openai").strip().lower()
-    return LlmConfig(provider=provider if provider in PROVIDERS else "openai", url=url,
+    if provider not in PROVIDERS:
+        # settings refuse it at start; settings made another way used to get openai without a word
+        raise ImproperlyConfigured(f"NYLON_LLM_PROVIDER: {settings.NYLON_LLM_PROVIDER!r} is not one of "
+                                   f"{', '.join(PROVIDERS)}")
+    return LlmConfig(provider=provider, url=url,
                      model=settings.NYLON_LLM_MODEL or "", key=settings.NYLON_LLM_KEY or "",
                      timeout_secs=float(settings.NYLON_LLM_TIMEOUT_SECS),
                      max_retries=int(settings.NYLON_LLM_MAX_RETRIES))
