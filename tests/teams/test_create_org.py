@@ -11,11 +11,21 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from assets.models import AuditEvent
+from nylon_project.management.commands.nylon_run import Command as RunCommand
+from teams.management.commands.create_org import Command as CreateOrgCommand
+from teams.management.commands.create_org import default_base_url
 from teams.models import Invitation, Membership, Organization, Role
 
 from .invites import accept, link_path, refuse_smtp, sign_up
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _serving_on_the_defaults(monkeypatch):
+    # the default link follows `make run`'s NYLON_HOST/NYLON_PORT: whatever this shell has set is not the test's
+    monkeypatch.delenv("NYLON_HOST", raising=False)
+    monkeypatch.delenv("NYLON_PORT", raising=False)
 
 
 def create_org(*args: str) -> tuple[str, str | None]:
@@ -64,6 +74,57 @@ def test_the_link_starts_with_the_public_url_else_the_base_url(settings):
     assert link.startswith("https://other.example.com/invite/")
     settings.NYLON_PUBLIC_URL = "https://nylon.example.com"
     _, link = create_org("Delta", "--owner-email", "d@example.com", "--base-url", "https://other.example.com/")
+    assert link.startswith("https://nylon.example.com/invite/")
+
+
+@pytest.mark.parametrize(("env", "base"), [
+    ({"NYLON_PORT": "8100"}, "http://127.0.0.1:8100"),
+    ({"NYLON_PORT": " 8100 ", "NYLON_HOST": ""}, "http://127.0.0.1:8100"),
+    ({"NYLON_HOST": "nylon.lan", "NYLON_PORT": "9000"}, "http://nylon.lan:9000"),
+    ({"NYLON_HOST": "0.0.0.0", "NYLON_PORT": "8100"}, "http://127.0.0.1:8100"),  # bound everywhere: loopback here
+    ({"NYLON_HOST": "::", "NYLON_PORT": "8100"}, "http://[::1]:8100"),
+    ({"NYLON_HOST": "::1"}, "http://[::1]:8000"),
+    ({"NYLON_PORT": ""}, "http://127.0.0.1:8000"),
+], ids=["port", "blank-host", "host-and-port", "wildcard", "ipv6-wildcard", "ipv6", "blank-port"])
+def test_without_a_public_url_the_link_points_where_the_instance_serves(monkeypatch, env, base):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    text, link = create_org("Port Org", "--owner-email", "p@example.com")
+    assert link.startswith(f"{base}/invite/"), text
+
+
+def test_the_default_is_what_nylon_run_serves_on(monkeypatch):
+    def served() -> str:
+        opts = RunCommand().create_parser("manage.py", "nylon_run").parse_args([])
+        return f"http://{opts.host}:{opts.port}"
+
+    assert default_base_url() == served() == "http://127.0.0.1:8000"
+    monkeypatch.setenv("NYLON_HOST", "127.0.0.2")
+    monkeypatch.setenv("NYLON_PORT", "8100")
+    assert default_base_url() == served() == "http://127.0.0.2:8100"
+
+
+def test_the_help_names_the_default_in_use(monkeypatch):
+    monkeypatch.setenv("NYLON_PORT", "8100")
+    text = " ".join(CreateOrgCommand().create_parser("manage.py", "create_org").format_help().split())
+    assert "NYLON_PORT" in text and "http://127.0.0.1:8100" in text and "127.0.0.1:8000" not in text
+
+
+@pytest.mark.parametrize("port", ["eighty", "0", "70000", "8000/tcp"])
+def test_a_bad_port_is_named_and_nothing_is_created(monkeypatch, port):
+    monkeypatch.setenv("NYLON_PORT", port)
+    with pytest.raises(CommandError, match=rf"NYLON_PORT: '{re.escape(port)}' is not a port number.*--base-url"):
+        create_org("Bad Port", "--owner-email", "b@example.com")
+    assert not Organization.objects.filter(slug="bad-port").exists()
+    # the console's address given some other way, NYLON_PORT is not needed
+    _, link = create_org("Bad Port", "--owner-email", "b@example.com", "--base-url", "http://10.0.0.5:8100")
+    assert link.startswith("http://10.0.0.5:8100/invite/")
+
+
+def test_the_public_url_makes_the_port_irrelevant(monkeypatch, settings):
+    monkeypatch.setenv("NYLON_PORT", "eighty")
+    settings.NYLON_PUBLIC_URL = "https://nylon.example.com"
+    _, link = create_org("Pub Org", "--owner-email", "q@example.com")
     assert link.startswith("https://nylon.example.com/invite/")
 
 

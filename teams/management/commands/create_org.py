@@ -5,6 +5,8 @@ one expired unused, or the org lost its owners); a member with that email is mad
 
 from __future__ import annotations
 
+import os
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
@@ -13,13 +15,47 @@ from rest_framework.exceptions import ValidationError
 from teams import services
 from teams.models import Organization
 
-DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+# nylon_run's own defaults for NYLON_HOST and NYLON_PORT (tests/teams/test_create_org.py holds the
+# two together). A fixed http://127.0.0.1:8000 pointed at another service, or at nothing, whenever
+# the instance served on another port.
+SERVE_HOST = "127.0.0.1"
+SERVE_PORT = 8000
+# A server bound to every interface is reached on this machine through loopback; a browser cannot
+# open http://0.0.0.0:8000.
+LOOPBACK_FOR = {"0.0.0.0": "127.0.0.1", "::": "::1"}
+
+
+def default_base_url() -> str:
+    """Where this instance's console is served on this machine: NYLON_HOST and NYLON_PORT as
+    ``manage.py nylon_run`` (``make run``) reads them, blank meaning its default."""
+    host = os.environ.get("NYLON_HOST", "").strip() or SERVE_HOST
+    raw_port = os.environ.get("NYLON_PORT", "").strip()
+    try:
+        port = int(raw_port) if raw_port else SERVE_PORT
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise CommandError(f"NYLON_PORT: {raw_port!r} is not a port number (1-65535): fix it, or give the "
+                           f"console's address with --base-url")
+    host = LOOPBACK_FOR.get(host, host)
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 address, as a URL writes it
+    return f"http://{host}:{port}"
+
+
+def default_base_url_or_why() -> str:
+    # --help must work whatever NYLON_PORT holds: it is where an operator looks to find out why.
+    try:
+        return default_base_url()
+    except CommandError as exc:
+        return str(exc)
 
 
 class Command(BaseCommand):
     help = ("Create an organisation and invite its first owner by email. The owner opens the link to "
             "set a password (new email) or sign in and accept (existing account); the link is mailed "
-            "when NYLON_EMAIL_HOST is set, and printed here either way.")
+            "when NYLON_EMAIL_HOST is set, and printed here either way. The link starts with "
+            "NYLON_PUBLIC_URL, else --base-url, else the address `make run` serves on (NYLON_HOST, NYLON_PORT).")
 
     def add_arguments(self, parser):
         parser.add_argument("name", help="the organisation's display name (kept as it is for an existing --slug)")
@@ -27,11 +63,13 @@ class Command(BaseCommand):
         parser.add_argument("--slug", default=None, help="its short name (X-Nylon-Org); made from the name "
                                                          "when omitted")
         parser.add_argument("--base-url", default=None,
-                            help=f"where the console is reached, for the link when NYLON_PUBLIC_URL is unset "
-                                 f"(default {DEFAULT_BASE_URL})")
+                            help="where the console is reached, for the link when NYLON_PUBLIC_URL is unset "
+                                 "(default: http://NYLON_HOST:NYLON_PORT, as `make run` serves it, "
+                                 f"{SERVE_HOST} and {SERVE_PORT} when unset; here {default_base_url_or_why()})")
 
     def handle(self, *args, name: str, owner_email: str, slug: str | None, base_url: str | None, **opts):
-        base_url = base_url or DEFAULT_BASE_URL  # NYLON_PUBLIC_URL, when set, comes first (services)
+        # NYLON_PUBLIC_URL, when set, comes first (services): NYLON_PORT does not matter then.
+        base_url = base_url or settings.NYLON_PUBLIC_URL or default_base_url()
         existing = Organization.objects.filter(slug=slug).first() if slug else None
         try:
             with transaction.atomic():
