@@ -76,6 +76,8 @@ def add_form_errors(form, detail) -> None:
         form.add_error(None, error_text(detail))
         return
     for key, value in detail.items():
+        if key not in form.fields and key.endswith("_id") and key[:-3] in form.fields:
+            key = key[:-3]  # the services speak the API's ``team_id``; the console's forms say ``team``
         form.add_error(key if key in form.fields else None, error_text(value))
 
 

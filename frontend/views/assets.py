@@ -58,16 +58,6 @@ TRANSITION_LABELS = {
 # --- list -----------------------------------------------------------------------------------------
 
 
-# The services speak the API's field names; the console's forms name some fields differently.
-SERVICE_FIELDS = {"team_id": "team"}
-
-
-def _add_service_errors(form, detail) -> None:
-    if isinstance(detail, dict):
-        detail = {SERVICE_FIELDS.get(k, k): v for k, v in detail.items()}
-    add_form_errors(form, detail)
-
-
 @require_http_methods(["GET", "POST"])
 @console_view
 def assets(request):
@@ -81,7 +71,7 @@ def assets(request):
             asset = services.asset_create(actor=actor, team=team, request_id=request_id(request), **d)
         except drf.ValidationError as exc:
             # On the open form with what was typed (the 400 below), not a flash over a closed panel.
-            _add_service_errors(create_form, exc.detail)
+            add_form_errors(create_form, exc.detail)
         else:
             messages.success(request, _("Asset “%(title)s” created.") % {"title": asset.title})
             return redirect("frontend:asset", asset_id=asset.id)
@@ -203,7 +193,7 @@ def _asset_post(request, asset_id: int):
         except drf.ValidationError as exc:
             # The transaction rolled back, so the asset is as it was: show the form again with what
             # was typed and the refusal on its field.
-            _add_service_errors(form, exc.detail)
+            add_form_errors(form, exc.detail)
             # A form-wide refusal (the asset left the editable states meanwhile) goes to the page's
             # error line: the edit panel is no longer rendered for such an asset.
             asset.refresh_from_db()
@@ -242,7 +232,7 @@ def _asset_post(request, asset_id: int):
                                       expected_version=d["expected_version"], request_id=rid)
                 messages.success(request, _("Visibility changed."))
         except drf.ValidationError as exc:
-            _add_service_errors(form, exc.detail)
+            add_form_errors(form, exc.detail)
             return _detail(request, asset, visibility_form=form, error=" ".join(form.non_field_errors()),
                            status=400)
         return back
