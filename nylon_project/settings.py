@@ -444,5 +444,6 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
                              "filters": ["request_id", "invite_tokens"]}},
     "root": {"handlers": ["console"], "level": NYLON_LOG_LEVEL},
-    "loggers": {"pgserver": {"level": "WARNING"}},
+    # httpx logs every request's full URL at INFO: an LLM or embedding URL may carry user:password.
+    "loggers": {"pgserver": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }
