@@ -64,7 +64,21 @@ class LlmConfig:
 
     @property
     def host(self) -> str:
-        return urlsplit(self.url).netloc or self.url
+        """host[:port] for display (state, /healthz, background/status, logs). Never the userinfo:
+        ``https://user:secret@gateway/v1`` is a valid URL, and its password must not reach every
+        agent key that reads background/status."""
+        return display_host(self.url)
+
+
+def display_host(url: str) -> str:
+    parts = urlsplit(url if "//" in url else "//" + url)
+    return parts.netloc.rpartition("@")[2] or "(no host)"
+
+
+def _redact(text: str, cfg: LlmConfig) -> str:
+    """An error text without the URL's credentials (httpx names the URL in some of its errors)."""
+    userinfo = urlsplit(cfg.url if "//" in cfg.url else "//" + cfg.url).netloc.rpartition("@")[0]
+    return text.replace(userinfo + "@", "***@") if userinfo else text
 
 
 def _default_config() -> LlmConfig | None:
@@ -412,7 +426,7 @@ def _once(cfg: LlmConfig, client: httpx.Client, system: str, user: str, schema: 
     except httpx.TimeoutException as exc:
         raise LlmError("timeout", f"no answer within {cfg.timeout_secs}s ({type(exc).__name__})") from exc
     except httpx.HTTPError as exc:
-        raise LlmError("connection", f"{type(exc).__name__}: {exc}") from exc
+        raise LlmError("connection", _redact(f"{type(exc).__name__}: {exc}", cfg)) from exc
     code = resp.status_code
     if code in (401, 403):
         raise LlmError("unauthorized", f"HTTP {code}: key refused", http_status=code)
