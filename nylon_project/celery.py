@@ -8,6 +8,7 @@ from celery import Celery, signals
 from django.db import InterfaceError, OperationalError
 
 from . import request_context
+from .env import env_float
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "nylon_project.settings")
 
@@ -30,8 +31,8 @@ TRANSIENT_RETRY = {"autoretry_for": (OperationalError, InterfaceError, Connectio
 # Post-commit follow-ups (memory.Followup rows: conflict checks a write still owes) are re-sent by
 # the beat once this old. Longer than a healthy queue's delay, so the sweep re-sends only what was
 # lost (broker down at commit) or keeps failing, not work about to run anyway.
-FOLLOWUP_GRACE_SECS = float(os.environ.get("NYLON_FOLLOWUP_GRACE_SECS", 120))
-FOLLOWUP_SWEEP_SECS = float(os.environ.get("NYLON_FOLLOWUP_SWEEP_SECS", 60))
+FOLLOWUP_GRACE_SECS = env_float("NYLON_FOLLOWUP_GRACE_SECS", 120.0)
+FOLLOWUP_SWEEP_SECS = env_float("NYLON_FOLLOWUP_SWEEP_SECS", 60.0)
 
 
 @app.on_after_configure.connect

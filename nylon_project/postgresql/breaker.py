@@ -14,7 +14,6 @@ there a connection comes back soon, and waiting for it is right."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Self
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
+
+from ..env import env_float
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -39,7 +40,7 @@ PASS, PROBE, FAIL = "pass", "probe", "fail"
 
 
 def breaker_window() -> float:
-    return float(os.environ.get("NYLON_DB_BREAKER_SECS", "2"))
+    return env_float("NYLON_DB_BREAKER_SECS", 2.0)
 
 
 class DatabaseUnreachable(psycopg.OperationalError):

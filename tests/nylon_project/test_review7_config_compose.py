@@ -14,13 +14,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_SERVICES = ("web", "worker", "beat")
 # What every app container imports at start: the settings, what they call while loading (the
 # database config and its circuit breaker), and the Celery app of worker and beat.
-READERS = ("nylon_project/settings.py", "nylon_project/embedded.py", "nylon_project/postgresql/breaker.py",
+READERS = ("nylon_project/settings.py", "nylon_project/env.py", "nylon_project/embedded.py",
+           "nylon_project/postgresql/breaker.py",
            "nylon_project/celery.py")
 NOT_PASSED = {
     "NYLON_DEBUG": "compose is the production set-up: debug pages show settings and tracebacks to clients",
@@ -35,11 +37,6 @@ NOT_PASSED = {
     "NYLON_CHANNEL_PREFIX": "compose has a Redis of its own; prefixes matter only where instances share one",
     "NYLON_EMBEDDING_DIM": "the vector column is 384 wide (memory.models.EMBEDDING_DIM): any other value "
                            "breaks every stored and new vector",
-    # Read outside settings as float(os.environ.get(...)), where compose's blank ${NAME:-} crashes
-    # the process (float('')). To pass through once those readers treat blank as the default.
-    "NYLON_DB_BREAKER_SECS": "postgresql/breaker.py reads a blank value as a number and crashes",
-    "NYLON_FOLLOWUP_GRACE_SECS": "celery.py reads a blank value as a number and crashes",
-    "NYLON_FOLLOWUP_SWEEP_SECS": "celery.py reads a blank value as a number and crashes",
 }
 NAME = re.compile(r"NYLON_[A-Z0-9_]+")
 
@@ -147,3 +144,16 @@ def test_port_8000_is_published_on_loopback_only():
     for service, spec in _services().items():
         for port in spec.get("ports", []):
             assert str(port).startswith("127.0.0.1:"), f"{service} publishes {port} on every interface"
+
+
+@pytest.mark.parametrize("name", ["NYLON_DB_BREAKER_SECS", "NYLON_FOLLOWUP_GRACE_SECS", "NYLON_FOLLOWUP_SWEEP_SECS"])
+def test_the_readers_outside_settings_take_blank_as_the_default_and_refuse_junk(name):
+    code = ("import nylon_project.celery as c, nylon_project.postgresql.breaker as b; "
+            "print(b.breaker_window(), c.FOLLOWUP_GRACE_SECS, c.FOLLOWUP_SWEEP_SECS)")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "nylon_project.settings", name: ""}
+    blank = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert blank.returncode == 0, blank.stderr
+    assert blank.stdout.split() == ["2.0", "120.0", "60.0"]
+    junk = subprocess.run([sys.executable, "-c", code], env={**env, name: "2s"}, cwd=ROOT, capture_output=True,
+                          text=True)
+    assert junk.returncode != 0 and f"{name}: '2s' is not a number" in junk.stderr
