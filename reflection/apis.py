@@ -78,7 +78,7 @@ class ConflictResolveApi(Api):
 class BackgroundStatusApi(Api):
     @extend_schema(responses=serializers.DictField())
     def get(self, request):
-        """The state of the background work on the caller's own sessions: abstraction and reflection counts
-        and recent failures."""
+        """The state of the background work on the caller's own sessions: abstraction and reflection counts,
+        recent failures, sessions abstracted with the heuristic fallback, and the LLM's state per task kind."""
 
         return Response(services.status_for(actor=request.actor))

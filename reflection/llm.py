@@ -146,9 +146,22 @@ class LlmDisabled(Exception):
     """No LLM is configured for this org."""
 
 
-def _state_key(scope: str) -> str:
+# The state is kept per task kind (the ``TASK:`` line of the prompt). One shared "last outcome"
+# let any success erase any failure: an abstraction answered with no usable facts (or refused with
+# a 400 every time) was marked degraded, and the next conflict judge or probe call set it back to
+# ok. Now a kind stays degraded until that kind succeeds again, and the LLM is degraded while any
+# kind is.
+TASK_KINDS = ("probe", "abstract", "conflict", "reflect", "other")
+
+
+def task_of(system: str) -> str:
+    m = re.search(r"TASK:\s*(\w+)", system or "")
+    return m.group(1) if m and m.group(1) in TASK_KINDS else "other"
+
+
+def _state_key(scope: str, task: str) -> str:
     # The database name keeps test runs and the dev instance apart on a shared Redis.
-    return f"llm-state:{connection.settings_dict.get('NAME')}:{scope}"
+    return f"llm-state:{connection.settings_dict.get('NAME')}:{scope}:{task}"
 
 
 def _cache():
@@ -157,10 +170,10 @@ def _cache():
     return cache
 
 
-def _write_state(cfg: LlmConfig, **fields) -> None:
+def _write_state(cfg: LlmConfig, task: str, **fields) -> None:
     try:
         c = _cache()
-        key = _state_key(cfg.scope)
+        key = _state_key(cfg.scope, task)
         state = c.get(key) or {}
         state.update(fields)
         c.set(key, state, STATE_TTL)
@@ -168,35 +181,56 @@ def _write_state(cfg: LlmConfig, **fields) -> None:
         log.warning("llm state not recorded: %s", exc)
 
 
-def _mark_ok(cfg: LlmConfig, detail: str = "") -> None:
-    _write_state(cfg, status="ok", last_ok_at=time.time(), detail=detail[:300])
+def _mark_ok(cfg: LlmConfig, task: str, detail: str = "") -> None:
+    _write_state(cfg, task, status="ok", last_ok_at=time.time(), detail=detail[:300])
 
 
-def _mark_failed(cfg: LlmConfig, err: LlmError) -> None:
-    _write_state(cfg, status="degraded", last_error=err.kind, http_status=err.http_status,
+def _mark_failed(cfg: LlmConfig, task: str, err: LlmError) -> None:
+    _write_state(cfg, task, status="degraded", last_error=err.kind, http_status=err.http_status,
                  last_error_at=time.time(), detail=str(err)[:300])
 
 
-def mark_unusable(org, message: str) -> None:
-    """An answer that arrived and parsed but could not be used (facts citing no turn, no facts at
-    all): the call succeeded, yet the work fell back to heuristics, so the state must not say ok."""
+def mark_degraded(org, task: str, kind: str, message: str) -> None:
+    """Work of this kind fell back to heuristics although the call itself may have succeeded (an
+    answer citing no turn, no facts at all, an abstraction given up after its attempts): the state
+    must not say ok, and stays degraded until work of this kind succeeds with the LLM again."""
     cfg = config_for(org)
     if cfg is not None:
-        _mark_failed(cfg, LlmError("unusable_answer", message))
+        _mark_failed(cfg, task, LlmError(kind, message))
+
+
+def mark_unusable(org, message: str) -> None:
+    mark_degraded(org, "abstract", "unusable_answer", message)
 
 
 def llm_state(org=None) -> dict:
-    """{"status": ok|degraded|disabled|unknown, "provider", "model", "endpoint", "last_error", …}."""
+    """{"status": ok|degraded|disabled|unknown, "provider", "model", "endpoint", "last_error",
+    "detail", "tasks": {kind: its own state}}. Degraded while any task kind's last outcome is a
+    failure; last_error is the newest failure among those kinds, detail names each of them."""
     cfg = config_for(org)
     if cfg is None:
         return {"status": "disabled", "detail": "no LLM configured: heuristic fallbacks in use"}
-    try:
-        state = _cache().get(_state_key(cfg.scope)) or {}
-    except Exception as exc:
-        state = {"status": "unknown", "detail": f"state unavailable: {exc}"[:300]}
     out = {"status": "unknown", "detail": "not probed yet", "last_error": None}
-    out.update(state)
-    out.update(provider=cfg.provider, model=cfg.model, endpoint=cfg.host)
+    try:
+        keys = {_state_key(cfg.scope, t): t for t in TASK_KINDS}
+        tasks = {keys[k]: v for k, v in _cache().get_many(list(keys)).items()}
+    except Exception as exc:
+        tasks = {}
+        out.update(detail=f"state unavailable: {exc}"[:300])
+    tasks = {t: tasks[t] for t in TASK_KINDS if t in tasks}
+    failing = sorted(((t, s) for t, s in tasks.items() if s.get("status") == "degraded"),
+                     key=lambda ts: -(ts[1].get("last_error_at") or 0))
+    if failing:
+        newest = failing[0][1]
+        out.update(status="degraded", last_error=newest.get("last_error"), http_status=newest.get("http_status"),
+                   last_error_at=newest.get("last_error_at"), degraded_tasks=[t for t, _ in failing],
+                   detail="; ".join(f"{t}: {s.get('detail', '')}" for t, s in failing)[:1000])
+    elif tasks:
+        out.update(status="ok", detail="; ".join(f"{t}: {s['detail']}" for t, s in tasks.items() if s.get("detail")))
+    oks = [s["last_ok_at"] for s in tasks.values() if s.get("last_ok_at")]
+    if oks:
+        out["last_ok_at"] = max(oks)
+    out.update(tasks=tasks, provider=cfg.provider, model=cfg.model, endpoint=cfg.host)
     return out
 
 
@@ -204,7 +238,7 @@ def reset_state(org=None) -> None:
     cfg = config_for(org)
     if cfg is not None:
         try:
-            _cache().delete(_state_key(cfg.scope))
+            _cache().delete_many([_state_key(cfg.scope, t) for t in TASK_KINDS])
         except Exception:
             pass
 
@@ -464,8 +498,10 @@ def _once(cfg: LlmConfig, client: httpx.Client, system: str, user: str, schema: 
 
 def complete_json(*, org=None, system: str, user: str, schema: dict, max_tokens: int = 1024,
                   cfg: LlmConfig | None = None) -> dict:
-    """Ask the org's LLM for a JSON object matching ``schema``; raise LlmDisabled or LlmError."""
+    """Ask the org's LLM for a JSON object matching ``schema``; raise LlmDisabled or LlmError. The
+    outcome is recorded in the state of the prompt's task kind (its ``TASK:`` line)."""
     cfg = cfg or config_for(org)
+    task = task_of(system)
     if cfg is None:
         raise LlmDisabled("no LLM configured")
     org_id = getattr(org, "pk", None)
@@ -491,7 +527,7 @@ def complete_json(*, org=None, system: str, user: str, schema: dict, max_tokens:
                         wait = err.retry_after
                 if not retry:
                     log.warning("llm %s failed: %s", cfg.host, err)
-                    _mark_failed(cfg, err)
+                    _mark_failed(cfg, task, err)
                     raise
                 attempt += 1
                 _sleep(wait)
@@ -499,7 +535,7 @@ def complete_json(*, org=None, system: str, user: str, schema: dict, max_tokens:
             _record_usage(org_id, cfg, prompt=p_tok, completion=c_tok)
             if note:
                 log.warning("llm %s: %s", cfg.host, note)
-            _mark_ok(cfg, detail=note)
+            _mark_ok(cfg, task, detail=note)
             return data
 
 

@@ -533,7 +533,8 @@ def _stamp(session_ids: list[int], column: str, now) -> None:
 
 
 def status_for(*, actor) -> dict:
-    """The caller's own sessions: abstraction and reflection states, and recent failures."""
+    """The caller's own sessions: abstraction and reflection states, recent failures and the
+    sessions whose facts came from the heuristic fallback."""
     own = Q(owner_agent=actor.agent) if actor.agent is not None else Q(owner_user=actor.user)
     qs = MemorySession.objects.filter(own, org=actor.org)
     counts: dict[str, dict[str, int]] = {"abstraction": {}, "reflection": {}}
@@ -543,13 +544,19 @@ def status_for(*, actor) -> dict:
     failed = [{"session_key": k, "error": e, "attempts": n} for k, e, n in
               qs.filter(abstraction_status=MemorySession.Status.FAILED)
               .values_list("key", "abstraction_error", "abstraction_attempts")[:20]]
+    # Done, but not (only) by the LLM: its answer was unusable or it kept failing, and heuristic
+    # facts were written instead. The session's note says why; it is cleared when a later round of
+    # the session is abstracted by the LLM.
+    fallback = [{"session_key": k, "detail": e} for k, e in
+                qs.filter(abstraction_status=MemorySession.Status.DONE).exclude(abstraction_error="")
+                .order_by("-ended_at", "-id").values_list("key", "abstraction_error")[:20]]
     skipped = list(SessionWork.objects.filter(session__in=qs)
                    .exclude(reflection__in=[SessionWork.Reflection.DONE, SessionWork.Reflection.NONE])
                    .values("session__key", "reflection", "reflection_detail")[:20])
     from memory.services import followup_counts
     from nylon_project.celery import FOLLOWUP_GRACE_SECS
 
-    return {"llm": llm.llm_state(actor.org), "sessions": counts, "failed": failed,
+    return {"llm": llm.llm_state(actor.org), "sessions": counts, "failed": failed, "fallback": fallback,
             # org-wide: conflict checks still owed by committed writes (overdue: their message was lost)
             "followups": followup_counts(org_id=actor.org.id, grace_secs=FOLLOWUP_GRACE_SECS),
             "reflection": [{"session_key": s["session__key"], "status": s["reflection"],
