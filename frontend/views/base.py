@@ -15,6 +15,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from nylon_project import health
+from reflection.llm import llm_state
 
 from .. import charts, selectors
 from ..console import console_view, parse_id, user_orgs
@@ -125,7 +126,8 @@ def health_panel(request):
         "worker": health._timed(health._worker),
         "queue": health._timed(_queue_depth),
         "embedder": health._timed(health._embedder),
-        "llm": health._timed(health._llm),
+        # The org's own LLM when it has one (Organization.settings["llm"]), not the instance's.
+        "llm": health._timed(lambda: llm_state(request.org)),
     }
     return render(request, "frontend/partials/health.html", {"checks": checks})
 

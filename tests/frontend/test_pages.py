@@ -449,3 +449,16 @@ def test_vendored_static_files_are_served(login):
 
     r = Client(raise_request_exception=False).get("/static/../../nylon_project/settings.py")
     assert r.status_code in (400, 404)
+
+
+def test_health_panel_shows_the_orgs_own_llm(world, login, settings):
+    settings.NYLON_LLM_URL = ""  # the instance has none: the global state is "disabled"
+    a = world["a"]
+    a.org.settings = {"llm": {"url": "http://127.0.0.1:9/v1", "model": "org-own-model"}}
+    a.org.save(update_fields=["settings"])
+    html = login(a.member).get("/console/health").content.decode()
+    row = html[html.index("<td>llm</td>"):].split("</tr>")[0]
+    assert "org-own-model" in row and "status-disabled" not in row
+    html = login(world["b"].member).get("/console/health").content.decode()  # another org: the instance's
+    row = html[html.index("<td>llm</td>"):].split("</tr>")[0]
+    assert "status-disabled" in row and "org-own-model" not in row
