@@ -210,18 +210,38 @@ def abstract_session(*, session_id: int) -> dict:
     try:
         got = _llm_facts(session, leaves) if cfg is not None else LlmFacts(_heuristic_facts(leaves))
     except llm.LlmError as exc:
-        # Never write zero facts silently: the session is FAILED, visibly, and the beat retries it.
-        _fail_session(session.id, f"llm {exc.kind}: {exc}")
-        MemorySession.objects.filter(pk=session.id).update(abstraction_attempts=session.abstraction_attempts + 1)
-        log.warning("abstraction of session %s failed: %s", session.id, exc)
-        return {"status": "failed", "error": exc.kind}
-    drafts, note = got.drafts, ""
+        # abstraction_attempts counts the consecutive failures of the work still owed (a success
+        # resets it), so a long-lived session keeps its full retry budget for each new round.
+        attempts = session.abstraction_attempts + 1
+        if attempts < settings.NYLON_ABSTRACTION_MAX_ATTEMPTS:
+            # Never write zero facts silently: the session is FAILED, visibly, and the beat retries it.
+            _fail_session(session.id, f"llm {exc.kind}: {exc}")
+            MemorySession.objects.filter(pk=session.id).update(abstraction_attempts=attempts)
+            log.warning("abstraction of session %s failed (attempt %d): %s", session.id, attempts, exc)
+            return {"status": "failed", "error": exc.kind}
+        # Given up on the LLM for these turns: they get the heuristic facts rather than none, and
+        # the fallback shows (session note, background/status "fallback", the abstract state).
+        got = LlmFacts(_heuristic_facts(leaves))
+        for d in got.drafts:
+            d.source = SourceKind.HEURISTIC
+        problem = (f"llm {exc.kind}: gave up after {attempts} attempts ({exc}); "
+                   f"{len(got.drafts)} heuristic facts written instead")
+        log.warning("abstraction of session %s: %s", session.id, problem)
+        llm.mark_degraded(session.org, "abstract", exc.kind, f"session {session.key}: {problem}")
+        return _finish(session, leaves, covered, got, source=SourceKind.HEURISTIC, note=problem)
+    note = ""
     if got.problems:
         # Visible where an LLM failure is: the LLM state (/healthz, background/status) and the
         # session's error text; the session itself is done, with the heuristic facts.
         note = f"llm unusable_answer: session {session.key}: " + "; ".join(got.problems)
         llm.mark_unusable(session.org, note)
         log.warning("abstraction of session %s: %s", session.id, note)
+    return _finish(session, leaves, covered, got, source=source, note=note)
+
+
+def _finish(session: MemorySession, leaves: list[Node], covered: int, got: LlmFacts, *, source: str,
+            note: str) -> dict:
+    drafts = got.drafts
     vectors = get_embedder().passages([d.text for d in drafts]) if drafts else None
     upto = max((n.seq for n in leaves), default=covered)
     return _write_facts(session_id=session.id, drafts=drafts, vectors=vectors, source=source, upto=upto,
@@ -236,7 +256,7 @@ def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: s
     if session.abstraction_status == MemorySession.Status.DONE or work.abstracted_upto >= upto >= 0:
         if session.abstraction_status != MemorySession.Status.DONE:  # re-marked, nothing new to do
             MemorySession.objects.filter(pk=session.pk).update(abstraction_status=MemorySession.Status.DONE,
-                                                               abstraction_error="")
+                                                               abstraction_error="", abstraction_attempts=0)
         return {"status": "done", "facts": 0, "noop": True}  # another delivery got here first
     # A delivery that read fewer leaves may have written first (a redelivery racing the original,
     # each reading the session before the other's commit): the drafts it covered are written
@@ -271,7 +291,7 @@ def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: s
     )
     session.abstraction_status = MemorySession.Status.DONE
     session.abstraction_error = note[:2000]  # empty unless the LLM's answer was replaced by heuristics
-    session.abstraction_attempts += 1
+    session.abstraction_attempts = 0  # the work is done: the next round starts a budget of its own
     fields = ["abstraction_status", "abstraction_error", "abstraction_attempts"]
     work.abstracted_upto = max(work.abstracted_upto, upto)
     work.facts += len(facts)
@@ -472,9 +492,11 @@ def tick(*, now=None) -> dict:
     # yet (failing, waiting out the retry period) must not fill the 1000 and starve the rest.
     tried_at = Subquery(SessionWork.objects.filter(session_id=OuterRef("id")).values("abstraction_tried_at")[:1])
     retry_cut = now - timedelta(seconds=settings.NYLON_ABSTRACTION_RETRY_SECS)
+    # No attempt cap here: abstract_session gives up on the LLM at NYLON_ABSTRACTION_MAX_ATTEMPTS
+    # and writes the heuristic facts, so every owed session ends DONE. A cap here left a session
+    # FAILED for good with its turns unabstracted (and counted its successes against it).
     abstract_ids = list(ended) + list(
-        MemorySession.objects.filter(abstraction_status__in=[S.PENDING, S.FAILED],
-                                     abstraction_attempts__lt=settings.NYLON_ABSTRACTION_MAX_ATTEMPTS)
+        MemorySession.objects.filter(abstraction_status__in=[S.PENDING, S.FAILED])
         .exclude(id__in=ended).annotate(tried_at=tried_at)
         .filter(Q(tried_at__isnull=True) | Q(tried_at__lte=retry_cut))
         .order_by(F("tried_at").asc(nulls_first=True), "id").values_list("id", flat=True)[:1000])
