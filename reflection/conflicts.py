@@ -4,7 +4,8 @@ Detection (a Celery task after the weave commits): candidates are the 4 nearest 
 owner and kind (pgvector ``<=>``) with the same speaker; the rules (negation flip; a different
 number, date or place for the same statement) decide when no LLM is configured, and an LLM judge
 decides when one is (called outside any transaction; if it fails the rule verdict stands and the
-LLM state shows the failure). Nothing is ever deleted: superseding sets ``valid_to`` on the old
+LLM state shows the failure; after a failure of the endpoint itself — timeout, connection, 5xx or
+429 after retries, 401/402 — the judge is not called again within the same task). Nothing is ever deleted: superseding sets ``valid_to`` on the old
 node and adds a ``supersedes`` edge.
 """
 
@@ -81,6 +82,7 @@ def detect(*, org_id: int, node_ids: list[int]) -> int:
                                      embedding__isnull=False))
     created = 0
     judged = 0
+    judge_down: llm.LlmError | None = None
     for node in nodes:
         cands = _candidates(node)
         others = {n.id: n for n in Node.objects.filter(id__in=[c for c, _ in cands])}
@@ -93,15 +95,23 @@ def detect(*, org_id: int, node_ids: list[int]) -> int:
                 continue
             reason = heuristics.conflict_reason(a.text, b.text, a.entities, b.entities)
             detector = Conflict.Detector.RULE
-            if cfg is not None and (reason or sim >= LLM_MIN_COSINE) and judged < MAX_JUDGE_CALLS:
+            if (cfg is not None and judge_down is None and (reason or sim >= LLM_MIN_COSINE)
+                    and judged < MAX_JUDGE_CALLS):
                 judged += 1
                 try:
                     yes, why = _judge(org, a, b)
                     reason, detector = (why if yes else None), Conflict.Detector.LLM
                 except llm.LlmError as exc:  # the rule verdict stands; the LLM state shows the outage
                     log.warning("conflict judge unavailable, rules used: %s", exc)
+                    if exc.lasting:
+                        # A hung or refusing endpoint would cost every further pair its own full
+                        # retries (minutes of a worker while other work waits): the rest of this
+                        # task's pairs keep their rule verdicts, and its LLM time stays one call's.
+                        judge_down = exc
             if reason:
                 created += _store(org, a, b, reason, detector)
+    if judge_down is not None:
+        log.warning("conflict judge not called for the rest of this check (%s): rule verdicts used", judge_down.kind)
     return created
 
 

@@ -137,9 +137,19 @@ class LlmError(Exception):
         super().__init__(f"{kind}: {message}"[:500])
         self.kind, self.http_status, self.retry_after = kind, http_status, retry_after
 
+    # Raised after the call's own retries: the endpoint (its credit, key, gateway, reachability)
+    # is the problem, not this prompt, so the next call of the same task would only wait the same
+    # retries out. A malformed answer or a 400 belongs to its prompt and may not repeat.
+    lasting_kinds = {"rate_limited", "server_error", "timeout", "connection", "unauthorized", "out_of_credit",
+                     "bad_response"}
+
     @property
     def retryable(self) -> bool:
         return self.kind in self.retryable_kinds
+
+    @property
+    def lasting(self) -> bool:
+        return self.kind in self.lasting_kinds
 
 
 class LlmDisabled(Exception):
