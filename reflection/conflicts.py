@@ -11,8 +11,10 @@ node and adds a ``supersedes`` edge.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
+from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -72,6 +74,32 @@ def _judge(org: Organization, a: Node, b: Node) -> tuple[bool, str]:
     return bool(out["contradicts"]), " ".join(out["reason"].split())[:480] or "the LLM judge found a contradiction"
 
 
+NO_VERDICT_TTL = 30 * 86400
+
+
+def _verdict_key(cfg: llm.LlmConfig, a: Node, b: Node) -> str:
+    """The judge's "no" for exactly this pair as judged: the nodes (created_at keeps a rebuilt
+    database's reused ids apart), their texts, and the model and prompt that judged them."""
+    digest = hashlib.sha256("\x1f".join([
+        cfg.model, JUDGE_SYSTEM, a.created_at.isoformat(), b.created_at.isoformat(), a.speaker, b.speaker,
+        a.text, b.text]).encode()).hexdigest()[:32]
+    return f"llm-judge-no:{connection.settings_dict.get('NAME')}:{cfg.scope}:{a.id}:{b.id}:{digest}"
+
+
+def _judged_no(cfg: llm.LlmConfig, a: Node, b: Node) -> bool:
+    try:
+        return bool(cache.get(_verdict_key(cfg, a, b)))
+    except Exception:  # Redis down: judge again rather than fail the check
+        return False
+
+
+def _remember_no(cfg: llm.LlmConfig, a: Node, b: Node) -> None:
+    try:
+        cache.set(_verdict_key(cfg, a, b), 1, NO_VERDICT_TTL)
+    except Exception as exc:
+        log.warning("judge verdict not remembered: %s", exc)
+
+
 def detect(*, org_id: int, node_ids: list[int]) -> int:
     """Find and store conflicts for these nodes; returns how many new conflicts were stored."""
     org = Organization.objects.filter(pk=org_id).first()
@@ -83,6 +111,9 @@ def detect(*, org_id: int, node_ids: list[int]) -> int:
     created = 0
     judged = 0
     judge_down: llm.LlmError | None = None
+    # Each pair is decided once per task: node X finds Y among its nearest and Y finds X, and a
+    # "no" from the judge stores nothing, so the Conflict row could not stop the second paid call.
+    seen: set[tuple[int, int]] = set()
     for node in nodes:
         cands = _candidates(node)
         others = {n.id: n for n in Node.objects.filter(id__in=[c for c, _ in cands])}
@@ -91,16 +122,23 @@ def detect(*, org_id: int, node_ids: list[int]) -> int:
             if other is None or not _same_subject(node, other):
                 continue
             a, b = sorted((node, other), key=lambda n: n.id)
+            if (a.id, b.id) in seen:
+                continue
+            seen.add((a.id, b.id))
             if Conflict.objects.filter(node_a=a, node_b=b).exists():
                 continue
             reason = heuristics.conflict_reason(a.text, b.text, a.entities, b.entities)
             detector = Conflict.Detector.RULE
             if (cfg is not None and judge_down is None and (reason or sim >= LLM_MIN_COSINE)
                     and judged < MAX_JUDGE_CALLS):
+                if _judged_no(cfg, a, b):  # a later task (a redelivery, a re-sent follow-up)
+                    continue
                 judged += 1
                 try:
                     yes, why = _judge(org, a, b)
                     reason, detector = (why if yes else None), Conflict.Detector.LLM
+                    if not yes:
+                        _remember_no(cfg, a, b)
                 except llm.LlmError as exc:  # the rule verdict stands; the LLM state shows the outage
                     log.warning("conflict judge unavailable, rules used: %s", exc)
                     if exc.lasting:
