@@ -43,11 +43,23 @@ def send_followup(*, followup_id: int, org_id: int, node_ids: list[int]) -> bool
     return _send(detect_conflicts, org_id, list(node_ids), followup_id)
 
 
-def after_weave(*, ended_session_id: int) -> None:
-    """Abstraction of the session a weave ended (its conflict check goes through ``send_followup``)."""
+def _send_abstraction(session_id: int) -> None:
+    """Enqueue a session's abstraction and start its retry clock. Without the stamp the tick saw a
+    PENDING session never tried and sent it again at once: duplicate paid requests. Not stamped
+    when nothing went to the broker (down, or enqueuing off here): the next tick sends it."""
+    from . import services
     from .tasks import abstract_session
 
-    _send(abstract_session, ended_session_id)
+    if _send(abstract_session, session_id) and settings.NYLON_ENQUEUE_TASKS:
+        try:
+            services.stamp_abstraction_sent([session_id])
+        except Exception as exc:  # never fails a write; the tick's duplicate is only a wasted call
+            log.warning("abstraction of session %s sent but not stamped: %s", session_id, exc)
+
+
+def after_weave(*, ended_session_id: int) -> None:
+    """Abstraction of the session a weave ended (its conflict check goes through ``send_followup``)."""
+    _send_abstraction(ended_session_id)
 
 
 def enqueue_abstractions(session_ids: list[int]) -> None:
@@ -70,8 +82,6 @@ def after_bulk_ingest(*, batch_id: int, ended_session_ids: list[int]) -> None:
     sessions it ended."""
     from memory.tasks import enrich_batch
 
-    from .tasks import abstract_session
-
     _send(enrich_batch, batch_id)
     for sid in ended_session_ids:
-        _send(abstract_session, sid)
+        _send_abstraction(sid)

@@ -544,6 +544,12 @@ def _reflection_due(now) -> list[int]:
         .order_by(F("tried").asc(nulls_first=True), "id").values_list("id", flat=True)[:1000])
 
 
+def stamp_abstraction_sent(session_ids: list[int]) -> None:
+    """These sessions' abstraction was just enqueued outside the tick (end_session, bulk ingest):
+    the tick waits NYLON_ABSTRACTION_RETRY_SECS before sending them again."""
+    _stamp(session_ids, "abstraction_tried_at", timezone.now())
+
+
 def _stamp(session_ids: list[int], column: str, now) -> None:
     if not session_ids:
         return
