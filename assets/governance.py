@@ -54,7 +54,8 @@ def node_governance(*, actor: Actor, node: Node) -> dict:
             writers.append("admins of its team")
         if node.visibility == Visibility.ORG:
             writers.append("org admins")
-    from nylon_project.health import _embedder, _llm
+    from nylon_project.health import _embedder
+    from reflection.llm import llm_state
 
     return {
         "node_id": node.id,
@@ -66,5 +67,5 @@ def node_governance(*, actor: Actor, node: Node) -> dict:
                      "is_current": node.valid_to is None},
         "conflicts": conflicts,
         "change_rights": {"you_may_change": node_writable(actor, node), "who": writers, "acl_grants": grants},
-        "dependencies": {"embedded": node.embedded, "embedder": _embedder(), "llm": _llm()},
+        "dependencies": {"embedded": node.embedded, "embedder": _embedder(), "llm": llm_state(actor.org)},
     }
