@@ -29,8 +29,10 @@ def busy_port():
 
 
 @pytest.fixture
-def no_setup(monkeypatch):
-    """migrate/seed_demo replaced by a recorder: these tests are about the supervisor, not the DB."""
+def no_setup(monkeypatch, tmp_path):
+    """migrate/seed_demo replaced by a recorder: these tests are about the supervisor, not the DB.
+    A data dir of their own, so its run lock is not the one a `make run` on this checkout holds."""
+    monkeypatch.setenv("NYLON_HOME", str(tmp_path / "home"))
     calls: list[str] = []
     monkeypatch.setattr(nylon_run, "call_command", lambda name, *a, **kw: calls.append(name))
     return calls
@@ -46,11 +48,11 @@ def test_busy_port_is_refused_before_anything_starts(busy_port, no_setup, monkey
     assert no_setup == [] and started == []  # not even a migrate
 
 
-def test_busy_port_exits_non_zero_from_the_command_line(busy_port):
+def test_busy_port_exits_non_zero_from_the_command_line(busy_port, tmp_path):
     # Unreachable Postgres/Redis: nothing embedded is started, and should the check ever go
     # missing the command fails at migrate instead of touching a real database or queue.
     env = {**os.environ, "DATABASE_URL": "postgres://nylon@127.0.0.1:1/nylon", "REDIS_URL": "redis://127.0.0.1:1/0",
-           "NYLON_DB_POOL": "0"}
+           "NYLON_DB_POOL": "0", "NYLON_HOME": str(tmp_path)}
     t0 = time.monotonic()
     out = subprocess.run([sys.executable, "manage.py", "nylon_run", "--port", str(busy_port), "--no-seed",
                           "--no-restart"], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)

@@ -1,10 +1,15 @@
 """`make run`: migrate, seed the demo org, then run the ASGI server, a Celery worker and beat in
 the foreground, as a small supervisor: a child that dies (crash, OOM kill, kill -9) is started
 again, with a back-off when it keeps dying. Ctrl-C (or SIGTERM) stops all three and waits for
-them. With ``--no-restart`` the first child to exit stops the others and the command fails."""
+them. With ``--no-restart`` the first child to exit stops the others and the command fails.
+
+One run per data dir (``$NYLON_HOME``): it holds ``run.lock`` for its whole life, so a second one
+fails at once instead of adding a second worker and a second beat (every periodic task sent
+twice)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import socket
@@ -12,15 +17,18 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from nylon_project import embedded
+
 RESTART_MIN_SECS = 0.5  # first restart of a child that had been running fine
 RESTART_MAX_SECS = 30.0  # back-off cap for a child that dies again and again
 STABLE_SECS = 60.0  # a child that lived this long is "fine" again: the back-off resets
-
+LOCK_NAME = "run.lock"
 
 @dataclass
 class Child:
@@ -55,6 +63,89 @@ def port_in_use(host: str, port: int) -> OSError | None:
     return None
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def lock_instance(home: Path, host: str, port: int):
+    """The exclusive lock on this data dir, as an open file to keep for the life of the run (the
+    kernel drops it when the process ends, however it ends). A CommandError naming the holder when
+    another run has it. Checking the port instead is racy (two runs started together both found
+    it free) and misses a second run on another port sharing this data, and its beat."""
+    path = home / LOCK_NAME
+    fh = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o644), "r+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = fh.read().split()
+        fh.close()
+        # The holder writes its pid right after locking: an old or missing one is not worth naming.
+        who = (f"pid {holder[0]}, serving on {holder[1]}" if len(holder) >= 2 and holder[0].isdigit()
+               and _alive(int(holder[0])) else "pid unknown")
+        raise CommandError(f"another nylon_run ({who}) is already running with the data in {home} "
+                           f"(lock {path}). Stop it first, or give this one data of its own with "
+                           f"NYLON_HOME=/another/dir: two runs on one data dir would each run a Celery beat, "
+                           f"sending every periodic task twice.") from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"{os.getpid()} {host}:{port}\n")
+    fh.flush()
+    return fh
+
+
+def _probe_host(host: str) -> str:
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+
+
+def _listening_inodes(port: int) -> set[str] | None:
+    """Socket inodes listening on ``port`` (any address), or None without /proc (not Linux)."""
+    inodes: set[str] = set()
+    found = False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        found = True
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add(fields[9])
+    return inodes if found else None
+
+
+def serves(pid: int, host: str, port: int) -> bool:
+    """Whether process ``pid`` itself listens on ``port``. Something answering on the port is not
+    enough: when another server took it, uvicorn is still loading the app, about to fail to bind."""
+    inodes = _listening_inodes(port)
+    if inodes is None:
+        try:
+            with socket.create_connection((_probe_host(host), port), timeout=0.2):
+                return True
+        except OSError:
+            return False
+    if not inodes:
+        return False
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            return True
+    return False
+
+
 class Command(BaseCommand):
     help = "Run Nylon: ASGI server + Celery worker + Celery beat, restarted when they die."
 
@@ -67,10 +158,17 @@ class Command(BaseCommand):
                             help="stop everything when a child exits instead of restarting it")
         parser.add_argument("--no-seed", action="store_true", help="do not create the demo org")
 
-    def handle(self, *args, host: str, port: int, web_workers: int, concurrency: int, no_restart: bool,
-               no_seed: bool, **opts):
-        # Checked first: a busy port would otherwise make uvicorn crash-loop under the supervisor
-        # while the banner below says "serving" (and only after a migrate).
+    def handle(self, *args, host: str, port: int, **opts):
+        home = embedded.nylon_home()
+        lock = lock_instance(home, host, port)  # first: the port check and migrate below are not atomic
+        try:
+            self._run(host=host, port=port, **opts)
+        finally:
+            lock.close()
+
+    def _run(self, *, host: str, port: int, web_workers: int, concurrency: int, no_restart: bool,
+             no_seed: bool, **opts):
+        # Checked before migrate: a busy port would otherwise only show as uvicorn failing to bind.
         busy = port_in_use(host, port)
         if busy is not None:
             raise CommandError(f"cannot serve on {host}:{port}: {busy.strerror or busy} (is another Nylon "
@@ -93,8 +191,10 @@ class Command(BaseCommand):
         children = [Child(name, cmd, env) for name, cmd in commands.items()]
         for child in children:
             child.start()
-        self.stdout.write(self.style.SUCCESS(f"Nylon is serving on http://{host}:{port}/ "
-                                             f"(health: /healthz, API docs: /api/docs/). Ctrl-C stops."))
+        web = children[0]
+        self.host, self.port = host, port
+        self.fatal: str | None = None
+        announced = False
         stopping = False
         died: Child | None = None  # the child whose exit stopped everything (--no-restart)
 
@@ -110,6 +210,15 @@ class Command(BaseCommand):
                     if no_restart and child.restart_at is not None:
                         stopping = True
                         died = died or child
+                if self.fatal:
+                    break
+                # Said once the web process holds the port, not when it is merely started: it
+                # may still fail to bind.
+                if not announced and web.running() and serves(web.proc.pid, host, port):
+                    announced = True
+                    self.stdout.write(self.style.SUCCESS(
+                        f"Nylon is serving on http://{host}:{port}/ (health: /healthz, API docs: /api/docs/). "
+                        f"Ctrl-C stops."))
                 time.sleep(0.2)
         finally:
             procs = [c.proc for c in children if c.proc is not None]
@@ -125,6 +234,8 @@ class Command(BaseCommand):
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self.stdout.write("Nylon stopped.")
+        if self.fatal:
+            raise CommandError(self.fatal, returncode=1)
         if died is not None:
             # Whoever runs us with --no-restart (a script, CI, a container runtime) must see the
             # failure: a Ctrl-C stop is a success, a dead child is not.
@@ -137,6 +248,15 @@ class Command(BaseCommand):
             return
         if child.restart_at is None:  # just noticed the exit
             lived = now - child.started_at
+            if child.name == "web" and port_in_use(self.host, self.port) is not None:
+                # Our web is gone, so whoever holds the port is not us: every restart would fail
+                # to bind the same way, forever, while the banner said "serving".
+                self.fatal = (f"web (pid {child.proc.pid}) exited with {child.proc.returncode}: "
+                              f"{self.host}:{self.port} is taken by another process (another Nylon or server "
+                              f"started after this one checked the port). Stopped everything; free the port "
+                              f"or choose another with --port N or NYLON_PORT=N.")
+                self.stderr.write(self.fatal)
+                return
             # The first restart, or one after a stable run, is quick; a child that keeps dying
             # young waits twice as long each time (up to RESTART_MAX_SECS).
             quick = lived >= STABLE_SECS or child.restarts == 0
