@@ -3,10 +3,15 @@
 - two runs started at the same moment on one data dir: one serves, the other fails at once naming
   it (whatever port it asked for), instead of both "serving" with two workers and two beats;
 - a web child that cannot bind because someone else took the port stops everything with a clear
-  error instead of being restarted forever under a "serving" banner."""
+  error instead of being restarted forever under a "serving" banner;
+- SIGKILL of the supervisor takes web, worker and beat with it (nothing left on the port);
+- pids of processes killed without cleaning up are dropped from the embedded Postgres' handle
+  list, so the server stops again when its last live user exits."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import socket
@@ -74,6 +79,20 @@ def _wait(cond, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _descendants(pid: int) -> list[psutil.Process]:
+    return psutil.Process(pid).children(recursive=True)
+
+
+def _gone(procs: list[psutil.Process]) -> bool:
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            pass
+    return True
+
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_two_runs_started_together_on_one_data_dir_only_one_serves(tmp_path):
@@ -101,6 +120,26 @@ def test_two_runs_started_together_on_one_data_dir_only_one_serves(tmp_path):
     finally:
         for r in [*runs, *([third] if third else [])]:
             r.cleanup()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_sigkill_of_the_supervisor_takes_its_children_with_it(tmp_path):
+    env = _run_env(tmp_path / "home")
+    run = Run(env, free_port(), tmp_path / "run.log")
+    try:
+        _wait(lambda: run.proc.poll() is not None or run.serving(), 240, "the run to serve")
+        assert run.serving(), run.out()
+        _wait(lambda: len(_descendants(run.proc.pid)) >= 3, 60, "web, worker and beat")
+        children = _descendants(run.proc.pid)
+        os.kill(run.proc.pid, signal.SIGKILL)
+        run.proc.wait(timeout=10)
+        _wait(lambda: _gone(children), 20, f"the children {[p.pid for p in children]} to stop")
+        assert nylon_run.port_in_use("127.0.0.1", run.port) is None  # a later make run can serve
+        lock = nylon_run.lock_instance(tmp_path / "home", "127.0.0.1", run.port)  # and lock the data
+        lock.close()
+    finally:
+        run.cleanup()
 
 
 @pytest.mark.timeout(180)  # before the fix the web was restarted forever: this ends it as a failure
@@ -149,3 +188,45 @@ class _Sink:
 
     def flush(self) -> None:
         pass
+
+
+@pytest.mark.slow
+def test_dead_pids_are_pruned_from_the_embedded_postgres_handles(tmp_path):
+    """A process attached to the embedded server and killed with SIGKILL stays in its handle list,
+    and the server never stopped again. The next run drops it; then the last live user's exit
+    stops the server."""
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "NYLON_EMBEDDED_PG")}
+    env.update(NYLON_HOME=str(home), NYLON_DB_POOL="0")
+    holder = subprocess.Popen([sys.executable, "manage.py", "shell", "-c",
+                               "import time; print('attached', flush=True); time.sleep(300)"],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    pgdata = home / "pg"
+    postmaster = None
+    try:
+        for line in holder.stdout:  # after the shell's own banner
+            if line.strip() == "attached":
+                break
+        else:
+            raise AssertionError(f"the shell exited with {holder.wait()}")
+        postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
+        assert json.loads((pgdata / ".handle_pids.json").read_text()) == [holder.pid]
+        os.kill(holder.pid, signal.SIGKILL)  # the process only: Postgres is not in its group, but be sure
+        holder.wait(timeout=10)
+        assert json.loads((pgdata / ".handle_pids.json").read_text()) == [holder.pid]  # the leak
+
+        out = subprocess.run([sys.executable, "manage.py", "shell", "-c",
+                              "from nylon_project.management.commands.nylon_run import prune_dead_pg_handles; "
+                              "print('pruned', prune_dead_pg_handles())"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert f"pruned [{holder.pid}]" in out.stdout, out.stdout + out.stderr
+        # that process was then the only user left: its exit stopped the server
+        _wait(lambda: not psutil.pid_exists(postmaster) or psutil.Process(postmaster).status() == psutil.STATUS_ZOMBIE,
+              30, "the embedded Postgres to stop")
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        pidfile = pgdata / "postmaster.pid"
+        if pidfile.exists():  # whatever failed above, the scratch server must not outlive the test
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pidfile.read_text().split()[0]), signal.SIGTERM)

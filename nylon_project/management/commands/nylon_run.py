@@ -5,10 +5,12 @@ them. With ``--no-restart`` the first child to exit stops the others and the com
 
 One run per data dir (``$NYLON_HOME``): it holds ``run.lock`` for its whole life, so a second one
 fails at once instead of adding a second worker and a second beat (every periodic task sent
-twice)."""
+twice). The children get SIGTERM when this process dies, even by SIGKILL, so none is left
+running unsupervised on the port."""
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
 import signal
@@ -30,6 +32,25 @@ RESTART_MAX_SECS = 30.0  # back-off cap for a child that dies again and again
 STABLE_SECS = 60.0  # a child that lived this long is "fine" again: the back-off resets
 LOCK_NAME = "run.lock"
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# Resolved here, not in the forked child: between fork and exec only the call itself should run.
+_prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None) if sys.platform.startswith("linux") else None
+
+
+def _die_with(parent_pid: int):
+    """preexec_fn: SIGTERM this child when the supervisor dies, however it dies. Without it a
+    kill -9 of nylon_run left web, worker and beat running unsupervised, the port taken."""
+
+    def preexec() -> None:
+        if _prctl is None:
+            return
+        _prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent_pid:  # the supervisor died before the prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
 @dataclass
 class Child:
     name: str
@@ -42,7 +63,7 @@ class Child:
     restarts: int = 0
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.cmd, env=self.env)
+        self.proc = subprocess.Popen(self.cmd, env=self.env, preexec_fn=_die_with(os.getpid()))
         self.started_at = time.monotonic()
         self.restart_at = None
 
@@ -97,6 +118,28 @@ def lock_instance(home: Path, host: str, port: int):
     fh.write(f"{os.getpid()} {host}:{port}\n")
     fh.flush()
     return fh
+
+
+def prune_dead_pg_handles() -> list[int]:
+    """Drop the pids of dead processes from the embedded Postgres' handle list, returning them.
+
+    pgserver stops the server when the last pid listed in ``.handle_pids.json`` exits, and each
+    process removes itself at exit; one killed with SIGKILL never does, so its pid stays and the
+    server was never stopped again (every later run left it running). Pruned under pgserver's own
+    lock, the one it takes to add and remove pids."""
+    server = embedded._pg_server
+    if server is None:  # DATABASE_URL given: not ours to manage
+        return []
+    from pgserver.postgres_server import PostgresServer
+    from pgserver.utils import DiskList
+
+    handles = DiskList(Path(server.pgdata) / ".handle_pids.json")
+    with PostgresServer._lock:
+        pids = handles.get()
+        alive = [pid for pid in pids if _alive(pid)]
+        if alive != pids:
+            handles.put(alive)
+    return [pid for pid in pids if pid not in alive]
 
 
 def _probe_host(host: str) -> str:
@@ -162,6 +205,10 @@ class Command(BaseCommand):
         home = embedded.nylon_home()
         lock = lock_instance(home, host, port)  # first: the port check and migrate below are not atomic
         try:
+            pruned = prune_dead_pg_handles()
+            if pruned:
+                self.stderr.write(f"embedded Postgres: dropped the handles of dead processes {pruned} "
+                                  f"(killed without cleaning up); it stops again when the last user exits.")
             self._run(host=host, port=port, **opts)
         finally:
             lock.close()
