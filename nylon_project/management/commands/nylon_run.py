@@ -26,6 +26,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from nylon_project import embedded
+from nylon_project.env import _env, env_int
 
 RESTART_MIN_SECS = 0.5  # first restart of a child that had been running fine
 RESTART_MAX_SECS = 30.0  # back-off cap for a child that dies again and again
@@ -193,10 +194,11 @@ class Command(BaseCommand):
     help = "Run Nylon: ASGI server + Celery worker + Celery beat, restarted when they die."
 
     def add_arguments(self, parser):
-        parser.add_argument("--host", default=os.environ.get("NYLON_HOST", "127.0.0.1"))
-        parser.add_argument("--port", type=int, default=int(os.environ.get("NYLON_PORT", "8000")))
-        parser.add_argument("--web-workers", type=int, default=int(os.environ.get("NYLON_WEB_WORKERS", "1")))
-        parser.add_argument("--concurrency", type=int, default=int(os.environ.get("NYLON_WORKER_CONCURRENCY", "2")))
+        # Blank is the default and junk is refused naming the variable, as for every setting.
+        parser.add_argument("--host", default=_env("NYLON_HOST") or "127.0.0.1")
+        parser.add_argument("--port", type=int, default=env_int("NYLON_PORT", 8000))
+        parser.add_argument("--web-workers", type=int, default=env_int("NYLON_WEB_WORKERS", 1))
+        parser.add_argument("--concurrency", type=int, default=env_int("NYLON_WORKER_CONCURRENCY", 2))
         parser.add_argument("--no-restart", action="store_true",
                             help="stop everything when a child exits instead of restarting it")
         parser.add_argument("--no-seed", action="store_true", help="do not create the demo org")
