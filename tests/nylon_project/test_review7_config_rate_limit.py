@@ -6,39 +6,24 @@ in a subprocess of its own, as in test_deploy_settings."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from rest_framework.throttling import SimpleRateThrottle
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load(home: Path, **env: str) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("NYLON_", "CELERY_")) and k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
-    env = {**base, "DATABASE_URL": "postgresql://nylon:pw@db.example.invalid:5432/nylon",
-           "REDIS_URL": "redis://redis.example.invalid:6379/0", "NYLON_HOME": str(home), "NYLON_DB_POOL": "0",
-           "NYLON_SECRET_KEY": "k" * 50, **env}
-    code = ("import json, nylon_project.settings as s; "
-            "print(json.dumps(s.REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']))")
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+from .test_review7_config_env import _load
 
 
 def _rates(home: Path, **env: str) -> dict:
-    out = _load(home, **env)
+    out = _load(home, ("REST_FRAMEWORK",), **env)
     assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])["REST_FRAMEWORK"]["DEFAULT_THROTTLE_RATES"]
 
 
 @pytest.mark.parametrize("value", ["abc", "100", "100/", "/min", "ten/min", "100/week", "100/fortnight",
                                    "100/mxyz", "-5/min", "0/min", "1.5/s", "100/min/2"])
 def test_a_malformed_rate_refuses_to_start(tmp_path, value):
-    out = _load(tmp_path, NYLON_RATE_LIMIT=value)
+    out = _load(tmp_path, (), NYLON_RATE_LIMIT=value)
     assert out.returncode != 0
     last = out.stderr.strip().splitlines()[-1]
     assert "ImproperlyConfigured" in last and "NYLON_RATE_LIMIT" in last and repr(value) in last
