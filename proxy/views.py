@@ -94,6 +94,13 @@ def _error(status: int, code: str, message: str, request) -> JsonResponse:
     return error_response(request, status, code, message)
 
 
+def _throttled(request, wait: int) -> JsonResponse:
+    """Same code and Retry-After as REST's 429, which the LLM SDKs wait out and retry."""
+    resp = _error(429, "throttled", f"Rate limit of this Nylon key exceeded; retry in {wait} s.", request)
+    resp["Retry-After"] = str(wait)
+    return resp
+
+
 _UPSTREAM_UNREACHABLE = "The {} upstream could not be reached."
 _UPSTREAM_FAILED = "The {} upstream failed mid-answer."
 
@@ -223,10 +230,8 @@ async def _proxy(request, protocol_name: str):
         return _error(401, "authentication_failed", "Invalid or revoked Nylon key.", request)
     except _RateLimited as exc:
         # Refused, not passed through without memory: the limit caps what one key sends through
-        # Nylon. Same code and Retry-After as REST's 429, which the LLM SDKs wait out and retry.
-        resp = _error(429, "throttled", f"Rate limit of this Nylon key exceeded; retry in {exc.wait} s.", request)
-        resp["Retry-After"] = str(exc.wait)
-        return resp
+        # Nylon.
+        return _throttled(request, exc.wait)
 
     tools = offered_tools(actor) if bundle is not None and _offer_tools(body) else {}
     if bundle is not None:
@@ -395,9 +400,7 @@ async def _relay_get(request, protocol_name: str, subpath: str):
     except _AuthFailed:
         return _error(401, "authentication_failed", "Invalid or revoked Nylon key.", request)
     except _RateLimited as exc:
-        resp = _error(429, "throttled", f"Rate limit of this Nylon key exceeded; retry in {exc.wait} s.", request)
-        resp["Retry-After"] = str(exc.wait)
-        return resp
+        return _throttled(request, exc.wait)
     except Exception as exc:  # as for the chat routes: a failing Nylon does not stop the caller
         log.warning("proxy: key check failed (%s): passing through", type(exc).__name__)
     url = getattr(settings, f"NYLON_PROXY_{protocol_name.upper()}_UPSTREAM").rstrip("/") + subpath
