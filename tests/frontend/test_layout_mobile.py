@@ -91,6 +91,11 @@ def test_console_fits_a_phone(seeded, live_server_url, phone):  # noqa: F811
     page.wait_for_url(f"{base}/console/")
     page.wait_for_selector("#health table.health")
     _fits(page, "dashboard")
+    # The health rows hold what the services report (worker host names, error details): however
+    # long, they scroll inside the card rather than widen the page (a long worker name once did).
+    page.evaluate("""document.querySelector('#health table.health td.muted').textContent =
+                     'nylon-worker-with-a-rather-long-host-name@' + 'x'.repeat(60) + ', ' + 'y'.repeat(40)""")
+    _fits(page, "dashboard-long-health")
 
     # the header: every link and "Sign out" on screen, inside the dark bar
     header = page.locator("header.top").bounding_box()
