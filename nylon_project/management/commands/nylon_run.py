@@ -105,11 +105,18 @@ def lock_instance(home: Path, host: str, port: int):
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = fh.read().split()
+        # The holder writes its pid right after taking the lock: a run started at the same moment
+        # can look in between (an empty file, or the last run's dead pid), so it waits a little for
+        # a live holder's line before saying who holds it.
+        who = "pid unknown"
+        for _ in range(40):
+            fh.seek(0)
+            holder = fh.read().split()
+            if len(holder) >= 2 and holder[0].isdigit() and _alive(int(holder[0])):
+                who = f"pid {holder[0]}, serving on {holder[1]}"
+                break
+            time.sleep(0.05)
         fh.close()
-        # The holder writes its pid right after locking: an old or missing one is not worth naming.
-        who = (f"pid {holder[0]}, serving on {holder[1]}" if len(holder) >= 2 and holder[0].isdigit()
-               and _alive(int(holder[0])) else "pid unknown")
         raise CommandError(f"another nylon_run ({who}) is already running with the data in {home} "
                            f"(lock {path}). Stop it first, or give this one data of its own with "
                            f"NYLON_HOME=/another/dir: two runs on one data dir would each run a Celery beat, "
