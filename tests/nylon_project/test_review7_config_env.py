@@ -8,32 +8,17 @@ own, as in test_deploy_settings."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load(home: Path, names: tuple[str, ...], **env: str) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("NYLON_", "CELERY_")) and k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
-    env = {**base, "DATABASE_URL": "postgresql://nylon:pw@db.example.invalid:5432/nylon",
-           "REDIS_URL": "redis://redis.example.invalid:6379/0", "NYLON_HOME": str(home), "NYLON_DB_POOL": "0",
-           "NYLON_SECRET_KEY": "k" * 50, **env}
-    code = ("import json, nylon_project.settings as s; "
-            f"print(json.dumps({{n: getattr(s, n, None) for n in {names!r}}}, default=repr))")
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+from tests.settings_loader import load_settings
 
 
 def _settings(home: Path, *names: str, **env: str) -> dict:
-    out = _load(home, names, **env)
+    out = load_settings(home, names, **env)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -60,7 +45,7 @@ REFUSED = [
 @pytest.mark.parametrize(("env", "fragments"), REFUSED, ids=[next(iter(e.values())) if len(e) == 1 else
                                                              "-".join(e) for e, _ in REFUSED])
 def test_a_bad_value_refuses_to_start_and_says_which_and_why(tmp_path, env, fragments):
-    out = _load(tmp_path, ("DEBUG",), **env)
+    out = load_settings(tmp_path, ("DEBUG",), **env)
     assert out.returncode != 0, f"started with {env}"
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("django.core.exceptions.ImproperlyConfigured: "), out.stderr[-2000:]

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from rest_framework.throttling import SimpleRateThrottle
 
-from .test_review7_config_env import _load
+from tests.settings_loader import load_settings
 
 
 def _rates(home: Path, **env: str) -> dict:
-    out = _load(home, ("REST_FRAMEWORK",), **env)
+    out = load_settings(home, ("REST_FRAMEWORK",), **env)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])["REST_FRAMEWORK"]["DEFAULT_THROTTLE_RATES"]
 
@@ -23,7 +23,7 @@ def _rates(home: Path, **env: str) -> dict:
 @pytest.mark.parametrize("value", ["abc", "100", "100/", "/min", "ten/min", "100/week", "100/fortnight",
                                    "100/mxyz", "-5/min", "0/min", "1.5/s", "100/min/2"])
 def test_a_malformed_rate_refuses_to_start(tmp_path, value):
-    out = _load(tmp_path, (), NYLON_RATE_LIMIT=value)
+    out = load_settings(tmp_path, (), NYLON_RATE_LIMIT=value)
     assert out.returncode != 0
     last = out.stderr.strip().splitlines()[-1]
     assert "ImproperlyConfigured" in last and "NYLON_RATE_LIMIT" in last and repr(value) in last

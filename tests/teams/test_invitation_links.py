@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from django.test import Client
 
+from tests.settings_loader import load_settings
+
 from .invites import invite
 
-ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = "https://nylon.example.com"
 
 
@@ -83,17 +80,8 @@ def test_without_a_public_url_nothing_is_mailed(world, client_for, settings, mai
     assert any("NYLON_PUBLIC_URL" in r.getMessage() for r in caplog.records)
 
 
-def _settings(tmp_path, names=("NYLON_PUBLIC_URL", "EMAIL_BACKEND"), **env: str) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("NYLON_", "CELERY_")) and k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
-    # Remote URLs: nothing embedded is started, and nothing connects on import.
-    env = {**base, "DATABASE_URL": "postgresql://nylon:pw@db.example.invalid:5432/nylon",
-           "REDIS_URL": "redis://redis.example.invalid:6379/0", "NYLON_HOME": str(tmp_path), "NYLON_DB_POOL": "0",
-           "NYLON_SECRET_KEY": "k" * 50, **env}
-    code = ("import json, nylon_project.settings as s; "
-            f"print(json.dumps({{n: getattr(s, n, None) for n in {list(names)!r}}}))")
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+def _settings(tmp_path, names=("NYLON_PUBLIC_URL", "EMAIL_BACKEND"), **env: str):
+    return load_settings(tmp_path, names, **env)
 
 
 def test_mail_needs_the_public_url(tmp_path):
