@@ -40,6 +40,14 @@ def _followup_beat(sender, **kwargs) -> None:
     sender.add_periodic_task(FOLLOWUP_SWEEP_SECS, sender.signature("memory.followup_sweep"), name="followup-sweep")
 
 
+@signals.beat_init.connect
+def _one_beat_per_database(sender=None, **kwargs) -> None:
+    # Blocks a second beat on the same database until the first one stops (nylon_project/beat_lock.py).
+    from .beat_lock import hold_for_beat
+
+    hold_for_beat()
+
+
 @signals.before_task_publish.connect
 def _carry_request_id(sender=None, headers=None, **kwargs) -> None:
     request_context.stamp_headers(headers)
