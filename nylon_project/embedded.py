@@ -112,11 +112,42 @@ def _start_embedded_postgres() -> str:
     # 'stop' reference-counts attached processes: the server stops when the last one exits,
     # so `make run`'s Ctrl-C leaves nothing behind, while a running server is reused.
     with _startup_lock("pg"):
+        rotate_pg_log()
         _pg_server = pgserver.get_server(pgdata, cleanup_mode="stop")
         base = _pg_server.get_uri()
         _ensure_database(base, DEFAULT_DB_NAME)
     parts = urlsplit(base)
     return f"postgresql://{parts.username or 'postgres'}@/{DEFAULT_DB_NAME}?{parts.query}"
+
+
+PG_LOG_MAX_BYTES_DEFAULT = 10 * 1024 * 1024
+
+
+def rotate_pg_log(max_bytes: int | None = None) -> bool:
+    """Keep the embedded server's log (``$NYLON_HOME/pg/log``) under ``NYLON_PG_LOG_MAX_BYTES``.
+
+    pgserver starts Postgres with ``pg_ctl -l pg/log``: the server's stderr is that file, opened for
+    appending, for its whole life, and nothing ever trimmed it. Renaming it would leave the server
+    writing into the renamed file, so this copies it to ``log.1`` (replacing the previous one) and
+    truncates it in place; the server's next line is written at the new end. Lines written between
+    the copy and the truncation are lost. Called at every attach and by ``nylon_run`` every few
+    minutes; returns True when it rotated.
+    """
+    if max_bytes is None:
+        max_bytes = _pool_env("NYLON_PG_LOG_MAX_BYTES", PG_LOG_MAX_BYTES_DEFAULT, int, "a whole number of bytes")
+    path = nylon_home() / "pg" / "log"
+    try:
+        if max_bytes <= 0 or path.stat().st_size <= max_bytes:
+            return False
+        with path.open("r+b") as src:
+            with (path.parent / "log.1").open("wb") as dst:
+                while chunk := src.read(1 << 20):
+                    dst.write(chunk)
+            src.truncate(0)
+    except FileNotFoundError:
+        return False
+    log.info("rotated the embedded Postgres log (%s → log.1)", path)
+    return True
 
 
 def _ensure_database(admin_url: str, name: str) -> None:

@@ -32,6 +32,7 @@ RESTART_MIN_SECS = 0.5  # first restart of a child that had been running fine
 RESTART_MAX_SECS = 30.0  # back-off cap for a child that dies again and again
 STABLE_SECS = 60.0  # a child that lived this long is "fine" again: the back-off resets
 LOCK_NAME = "run.lock"
+PG_LOG_CHECK_SECS = 300.0  # the embedded server's log is trimmed this often (embedded.rotate_pg_log)
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # Resolved here, not in the forked child: between fork and exec only the call itself should run.
@@ -259,8 +260,12 @@ class Command(BaseCommand):
             stopping = True
 
         previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        next_log_check = time.monotonic() + PG_LOG_CHECK_SECS
         try:
             while not stopping:
+                if os.environ.get("NYLON_EMBEDDED_PG") and time.monotonic() >= next_log_check:
+                    next_log_check = time.monotonic() + PG_LOG_CHECK_SECS
+                    embedded.rotate_pg_log()
                 for child in children:
                     self._supervise(child, no_restart)
                     if no_restart and child.restart_at is not None:
