@@ -89,9 +89,19 @@ class Api(APIView):
         bad = sorted({k for k, values in request.query_params.lists() for v in [k, *values] if unstorable_text(v)})
         if bad:
             raise serializers.ValidationError({k: ["NUL characters are not allowed."] for k in bad})
+        if request.method in ("GET", "HEAD") and request.query_params and not _reads_query(self):
+            # A view that takes no query parameter (a detail, /org, /ping, the status pages): a
+            # misspelt filter must not look as if it had been applied, as on the lists.
+            raise serializers.ValidationError({k: ["Unknown field."] for k in sorted(request.query_params)})
 
     def request_id(self) -> str:
         return getattr(self.request._request, "request_id", "")
+
+
+def _reads_query(view: APIView) -> bool:
+    """Whether the view's GET checks its own query parameters: a strict ``QueryInput`` or
+    ``QuerySerializer``, or a paginated list (``paginate`` refuses what it does not take)."""
+    return any(getattr(view, name, None) is not None for name in ("QueryInput", "QuerySerializer", "pagination_class"))
 
 
 def paginate(view: APIView, qs, serializer_cls, **serializer_kwargs):

@@ -36,3 +36,17 @@ def test_known_parameters_still_work(world, client_for):
     assert client_for(a.owner).get("/api/v1/teams", {"limit": "1"}).status_code == 200
     assert client_for(a.owner).get(f"/api/v1/teams/{a.team.id}/members", {"limit": "1"}).status_code == 200
     _unknown(client_for(a.owner).get(f"/api/v1/teams/{a.team.id}/members", {"role": "admin"}), "role")
+
+
+@pytest.mark.parametrize("url", ["/api/v1/org", "/api/v1/ping", "/api/v1/background/status", "/api/v1/proxy/stats"])
+def test_views_without_parameters_refuse_any(world, client_for, url):
+    a = world["a"]
+    assert client_for(a.owner).get(url).status_code == 200
+    _unknown(client_for(a.owner).get(url, {"verbose": "1"}), "verbose")
+
+
+def test_detail_views_refuse_parameters(world, client_for):
+    a = world["a"]
+    ok = client_for(a.owner).get(f"/api/v1/teams/{a.team.id}")
+    assert ok.status_code == 200, ok.content
+    _unknown(client_for(a.owner).get(f"/api/v1/teams/{a.team.id}", {"expand": "members"}), "expand")
