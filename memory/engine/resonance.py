@@ -449,11 +449,22 @@ def _vector_feedback(index, qvec, top, vis, seedable, params):
 
 
 def _session_scores(index, cand, bm, top):
-    """Per candidate: sum of the ``top`` best turn-level BM25 scores in its session (NaN: no session)."""
+    """Per candidate: sum of the ``top`` best turn-level BM25 scores in its session. A node written
+    without a session is a session of its own (its own score): a lone write (an MCP or SDK weave with
+    no session key) must not rank below every session turn for want of one (NaN: no lexical match)."""
     skey = index.col("session_key")
     out = np.full(cand.size, np.nan)
     cs = skey[cand]
-    if bm.locals.size == 0 or not cs.any():
+    if bm.locals.size == 0:
+        return out
+    lone = cs == 0
+    if lone.any():
+        pos = np.minimum(np.searchsorted(bm.locals, cand[lone]), bm.locals.size - 1)
+        found = bm.locals[pos] == cand[lone]
+        vals = np.full(pos.size, np.nan)
+        vals[found] = bm.scores[pos[found]]
+        out[lone] = vals
+    if not cs.any():
         return out
     s = skey[bm.locals]
     # Only the candidates' sessions are scored: sort the turns of those (a few dozen sessions)

@@ -254,10 +254,11 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
             for i in range(n):
                 if vis[i] and lex[i] > 0:
                     per.setdefault(int(skey[i]), []).append(lex[i])
+            # A node without a session is a session of its own.
             sess = {
                 i: sum(sorted(per[int(skey[i])], reverse=True)[: params.sess_top])
                 if skey[i] != 0 and int(skey[i]) in per
-                else math.nan
+                else (lex[i] if skey[i] == 0 and vis[i] and lex[i] > 0 else math.nan)
                 for i in scored
             }
             parts.append((params.w_rank_sess, sess, 0.0))

@@ -360,3 +360,28 @@ def test_windows_with_the_same_members_rank_by_id_in_the_window_vector_channel(m
     monkeypatch.setattr(W, "window_cosine", lambda _w, _v, ids, _q, _vis: np.array([noisy[int(i)] for i in ids]))
     ids, _ = W.window_vector_top(idx.windows, idx.vectors, rng.normal(size=4), 3, vis, vis)
     assert ids.tolist() == [0, 1, 2]
+
+
+def test_a_lone_write_is_its_own_session_in_the_session_scores() -> None:
+    # An MCP/SDK weave without a session key: before, its session score was NaN, so the rank fusion's
+    # session list put it last, and session turns that matched less passed it (an audit's lone write,
+    # lexical and vector rank 1, came 5th; it is 1st with this).
+    from memory.engine.resonance import _session_scores
+
+    idx = TenantIndex(4)
+    idx.upsert_nodes([
+        NodeRecord(1, "production database is postgres 15", scope=Scope.ORG, session_key=7, seq=0),
+        NodeRecord(2, "noted postgres 15 on db main", scope=Scope.ORG, session_key=7, seq=1),
+        NodeRecord(3, "staging database upgraded to postgres 16", scope=Scope.ORG),
+        NodeRecord(4, "lunch on friday", scope=Scope.ORG),
+    ])
+    vis = np.ones(idx.n, dtype=bool)
+    from memory.engine.tokenize import tokenize
+
+    bm = idx.bm25.query(tokenize("staging database postgres"), vis)
+    cand = np.arange(idx.n, dtype=np.int64)
+    sess = _session_scores(idx, cand, bm, 3)
+    own = dict(zip(bm.locals.tolist(), bm.scores.tolist(), strict=True))
+    assert sess[2] == pytest.approx(own[2])  # the lone write: its own score
+    assert sess[0] == sess[1] == pytest.approx(own[0] + own[1])  # a session: its turns' sum
+    assert np.isnan(sess[3])  # no session and no match
