@@ -179,18 +179,23 @@ def tool_context(actor: Actor, *, query: str = "", language: str = "en") -> dict
     return build_context(actor=actor, query=query[:4000], language=pick_language(language)).as_dict()
 
 
+NODE_TYPES = ("memory", "node")
+
+
 def tool_get(actor: Actor, *, type: str, id: int) -> dict:  # noqa: A002 - the tool's argument names
     from memory.apis import NodeOutput
 
     from . import access
     from .apis import AssetOutput
 
-    if type == "node":
+    # The context names recalled nodes "[memory N]" and its guide tells the model to pass "memory";
+    # "node" (the REST name, and the proxy's tool schema) stays accepted.
+    if type in NODE_TYPES:
         return dict(NodeOutput(access.access_node(actor, int(id), for_write=False, request_id="mcp")).data)
     if type == "asset":
         return dict(AssetOutput(access.access_asset_by_id(actor, int(id), for_write=False,
                                                           request_id="mcp")).data)
-    raise ToolError("type is 'node' or 'asset'.")
+    raise ToolError("type is 'memory' (or 'node') for a [memory N] line, or 'asset' for an [asset N] entry.")
 
 
 class _Server(MCPServer):
@@ -223,7 +228,8 @@ def build_server() -> MCPServer:
         actor = _actor(ctx, Scope.READ)
         return tool_context(actor, query=query, language=language)
 
-    @server.tool(description="Read one memory node (type='node') or asset (type='asset') in full.")
+    @server.tool(description="Read one item in full: type='memory' (or 'node') with the N of a [memory N] line "
+                             "or a hit's node_id, type='asset' with the N of an [asset N] index entry.")
     def memory_get(type: str, id: int, ctx: Context) -> dict[str, Any]:  # noqa: A002
         actor = _actor(ctx, Scope.READ)
         return tool_get(actor, type=type, id=id)
