@@ -1,10 +1,12 @@
 """The memory proxy: OpenAI ``/chat/completions`` and Anthropic ``/messages``, forwarded verbatim
 to the configured upstream with the agent's memory injected into the system prompt.
 
-Per request: authenticate the agent by ``X-Nylon-Key`` and build the context bundle inside a time
-budget (``NYLON_PROXY_BUDGET_MS``); on success the body is rewritten (system prompt only, plus a
-memory tool when the caller offered tools) and the answer carries ``X-Nylon-Memory: injected``.
-If Nylon is slow or failing, the caller's bytes go upstream untouched with ``X-Nylon-Memory: none``.
+Per request: authenticate the agent by ``X-Nylon-Key`` (fails closed: a key that cannot be checked,
+however slow or failing Nylon is, is a 503 and nothing goes upstream), then build the context
+bundle inside a time budget (``NYLON_PROXY_BUDGET_MS``); on success the body is rewritten (system
+prompt only, plus a memory tool when the caller offered tools) and the answer carries
+``X-Nylon-Memory: injected``. If the context is slow or failing, the caller's bytes go upstream
+untouched with ``X-Nylon-Memory: none``.
 The caller's upstream credentials (``Authorization``, ``x-api-key``...) are passed through and are
 neither stored nor logged; the Nylon key never leaves for the upstream. After the answer, the user
 turn and the answer are written back off the request path (``writeback.enqueue``)."""
@@ -41,6 +43,13 @@ MAX_CAPTURE = 1024 * 1024  # bytes of a streamed answer kept for the write-back
 MAX_TOOL_ROUNDS = 3
 WRITEBACK_HEADER = "X-Nylon-Writeback"
 WRITEBACK_SKIPPED = "skipped; reason=read-only-key"
+
+# How long the key check may take, apart from the memory budget: the budget bounds what memory may
+# add to a request, the key check decides whether the request is let through at all. Past this (a
+# saturated executor, a database that does not answer) the caller gets a 503 with Retry-After, never
+# a forward: a key check that fails open let any caller through under load.
+AUTH_TIMEOUT_SECS = 5.0
+AUTH_RETRY_AFTER_SECS = 1
 
 _executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="nylon-proxy")
 _clients: dict[int, httpx.AsyncClient] = {}
@@ -120,6 +129,10 @@ class _AuthFailed(Exception):
     pass
 
 
+class _AuthUnavailable(Exception):
+    """The key could not be checked (too slow, the database failing): refused, never passed."""
+
+
 class _RateLimited(Exception):
     def __init__(self, wait: int):
         super().__init__(wait)
@@ -140,20 +153,35 @@ def _authenticate(raw_key: str):
     return actor
 
 
+async def _check_key(raw_key: str):
+    """The key's actor, or _AuthFailed (bad or revoked key), _RateLimited (over its rate),
+    _AuthUnavailable (the check did not finish in ``AUTH_TIMEOUT_SECS`` or failed). Every route of
+    the proxy goes through here, so none forwards a request whose key was not found valid."""
+    try:
+        return await asyncio.wait_for(_in_thread(_authenticate, raw_key), AUTH_TIMEOUT_SECS)
+    except (_AuthFailed, _RateLimited):
+        raise
+    except Exception as exc:
+        log.warning("proxy: key check failed or too slow (%s): refused", type(exc).__name__)
+        raise _AuthUnavailable from exc
+
+
+def _auth_unavailable(request) -> JsonResponse:
+    """A 503 the LLM SDKs retry after Retry-After, in the one error shape, as REST's for a database
+    that cannot answer."""
+    resp = _error(503, "unavailable", "The Nylon key could not be checked; retry shortly.", request)
+    resp["Retry-After"] = str(AUTH_RETRY_AFTER_SECS)
+    return resp
+
+
 async def _prepare(request, protocol, body: dict | None):
-    """(actor or None, bundle or None): both inside the time budget; _AuthFailed for a bad key,
-    _RateLimited for a key over its rate."""
+    """(actor, bundle or None). The key check fails closed (``_check_key``'s exceptions); only the
+    context bundle fails open: built within what is left of the time budget, else None and the
+    request goes through without memory."""
     from teams.models import Scope
 
     deadline = time.monotonic() + settings.NYLON_PROXY_BUDGET_MS / 1000
-    raw_key = request.headers.get("X-Nylon-Key", "")
-    try:
-        actor = await asyncio.wait_for(_in_thread(_authenticate, raw_key), max(deadline - time.monotonic(), 0))
-    except (_AuthFailed, _RateLimited):
-        raise
-    except Exception as exc:  # slow or failing Nylon: the request goes through unmodified
-        log.warning("proxy: key check failed or too slow (%s): passing through", type(exc).__name__)
-        return None, None
+    actor = await _check_key(request.headers.get("X-Nylon-Key", ""))
     if body is None or not actor.can(Scope.READ) or not isinstance(body.get("messages"), list):
         return actor, None
     query = protocol.last_user_text(body)
@@ -232,6 +260,8 @@ async def _proxy(request, protocol_name: str):
         # Refused, not passed through without memory: the limit caps what one key sends through
         # Nylon.
         return _throttled(request, exc.wait)
+    except _AuthUnavailable:
+        return _auth_unavailable(request)
 
     tools = offered_tools(actor) if bundle is not None and _offer_tools(body) else {}
     if bundle is not None:
@@ -242,7 +272,7 @@ async def _proxy(request, protocol_name: str):
     # A read-only key's exchanges are not written back (writeback.write_back needs the write
     # scope). Said on the answer, as X-Nylon-Memory says what was injected: a 200 alone let the
     # caller believe its conversation was being remembered.
-    writes_back = actor is None or actor.can(Scope.WRITE)  # no actor: nothing is written anyway
+    writes_back = actor.can(Scope.WRITE)
     upstream_url = getattr(settings, f"NYLON_PROXY_{protocol_name.upper()}_UPSTREAM").rstrip("/") + protocol.path
     if request.META.get("QUERY_STRING"):
         upstream_url += "?" + request.META["QUERY_STRING"]
@@ -252,8 +282,6 @@ async def _proxy(request, protocol_name: str):
 
     def after(answer: str, ok: bool) -> None:
         """Off the request path: stats, then the write-back (of answered exchanges only)."""
-        if actor is None:
-            return
         stats.record(org_id=actor.org.id, agent_id=actor.id, injected=bundle is not None,
                      tokens=bundle.approx_tokens if bundle else 0,
                      stable_hash=bundle.stable_hash if bundle else None, overhead_ms=overhead_ms)
@@ -396,13 +424,13 @@ async def _relay_get(request, protocol_name: str, subpath: str):
     if not raw_key:
         return _error(401, "not_authenticated", "Send your Nylon agent key in X-Nylon-Key.", request)
     try:
-        await _in_thread(_authenticate, raw_key)
+        await _check_key(raw_key)
     except _AuthFailed:
         return _error(401, "authentication_failed", "Invalid or revoked Nylon key.", request)
     except _RateLimited as exc:
         return _throttled(request, exc.wait)
-    except Exception as exc:  # as for the chat routes: a failing Nylon does not stop the caller
-        log.warning("proxy: key check failed (%s): passing through", type(exc).__name__)
+    except _AuthUnavailable:
+        return _auth_unavailable(request)
     url = getattr(settings, f"NYLON_PROXY_{protocol_name.upper()}_UPSTREAM").rstrip("/") + subpath
     if request.META.get("QUERY_STRING"):
         url += "?" + request.META["QUERY_STRING"]
