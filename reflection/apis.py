@@ -62,7 +62,9 @@ class ConflictResolveApi(Api):
     @extend_schema(request=InputSerializer, responses=ConflictOutput)
     def post(self, request, conflict_id: int):
         """Resolves an open conflict: keep both, or keep one (keep names it) and supersede the other. Callers
-        who may change the memories; 404 for a conflict the caller cannot see."""
+        who may change the memories: superseding needs write access to the superseded one, keeping both or
+        rejecting to at least one of the two (a reader who may change neither gets a 403); 404 for a conflict
+        the caller cannot see."""
 
         conflict = conflicts.visible_conflicts(actor=request.actor).filter(id=conflict_id).first()
         if conflict is None:

@@ -21,7 +21,7 @@ from django.utils import timezone
 from rest_framework.exceptions import ValidationError
 
 from assets import audit
-from assets.access import access_node
+from assets.access import access_node, node_writable
 from memory.engine.weave import EDGE_WEIGHTS
 from memory.models import Edge, EdgeKind, Followup, Node
 from memory.nearest import nearest_sql, vector_literal
@@ -206,6 +206,15 @@ def resolve(*, actor, conflict: Conflict, action: str, keep_id: int | None = Non
         # ``acl_read_only``). Checked before the transaction, so the audited refusal is not rolled
         # back with it; a conflict's two nodes never change, so the check holds for the write.
         access_node(actor, old_id, for_write=True, request_id=request_id)
+    else:
+        # Keeping both or rejecting closes the conflict for every reader of the two memories, and a
+        # closed conflict cannot be reopened: a decision about the memories, so it needs the right
+        # to change one of them (the owner, an admin of its scope, an ACL writer), not just to read
+        # both. The node write rule decides and audits it, as for superseding; when the caller may
+        # change neither, the refusal names the first node.
+        writable = next((n.id for n in (conflict.node_a, conflict.node_b) if node_writable(actor, n)),
+                        conflict.node_a_id)
+        access_node(actor, writable, for_write=True, request_id=request_id)
     return _resolve(actor=actor, conflict=conflict, action=action, keep_id=keep_id, request_id=request_id)
 
 

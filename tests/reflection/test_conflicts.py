@@ -190,3 +190,52 @@ def test_a_write_grant_lets_an_org_admin_supersede(world, client_for, no_llm):
                                  format="json")
     assert r.status_code == 200, r.content
     assert Node.objects.get(id=first).valid_to is not None
+
+
+@pytest.mark.parametrize("action", ["keep_both", "reject"])
+def test_keeping_both_or_rejecting_needs_write_access_to_one_of_the_memories(world, client_for, no_llm, action):
+    """Keeping both or rejecting closes a conflict for good (it cannot be reopened), yet only
+    supersede checked write access: any reader of the two memories — a plain member, an agent with
+    no rights over them — could close someone else's conflict. Now every action needs the right to
+    change at least one of the two nodes, from the API and the console alike."""
+    from django.test import Client
+
+    from teams import services as team_services
+    from teams.models import Agent
+
+    a = world["a"]
+    first, second = two_statements(world, client_for, visibility="org")  # the agent's, read by everyone
+    conflicts.detect(org_id=a.org.id, node_ids=[second])
+    cid = Conflict.objects.get().id
+    url = f"/api/v1/conflicts/{cid}/resolve"
+    outsider_agent = Agent.objects.create(org=a.org, name="alpha-support-bot")  # same org, no team, no rights
+    _, outsider_key = team_services.api_key_create(actor=None, agent=outsider_agent, name="test")
+    for who in (a.member, outsider_key):
+        assert [r["id"] for r in client_for(who).get("/api/v1/conflicts").json()["results"]] == [cid]  # it reads both
+        r = client_for(who).post(url, {"action": action}, format="json")
+        assert r.status_code == 403, r.content
+        assert r.json()["error"]["code"] == "permission_denied"
+    # the console route is the same service: refused there too
+    console = Client()
+    console.force_login(a.member)
+    assert console.post(f"/console/conflicts/{cid}/resolve", {"action": action}).status_code == 403
+    assert Conflict.objects.get(id=cid).status == "open"
+    denied = AuditEvent.objects.filter(org=a.org, action="node.write", outcome="denied", object_id=str(first))
+    assert denied.count() == 3
+    assert client_for(world["b"].key).post(url, {"action": action}, format="json").status_code == 404
+    # the owner of the memories closes it
+    r = client_for(a.key).post(url, {"action": action}, format="json")
+    assert r.status_code == 200, r.content
+    assert r.json()["resolved_by"] == f"agent:{a.agent.name}"
+    assert Node.objects.filter(id__in=[first, second], valid_to__isnull=True).count() == 2
+
+
+def test_a_writer_of_one_memory_may_keep_both(world, client_for, no_llm):
+    """One of the two is enough: the org admin may change the org's memories, an owner its own."""
+    a = world["a"]
+    mine = weave(client_for(a.member), "m1", turns=SAY, end=False, visibility="org")["node_ids"][0]
+    theirs = weave(client_for(a.key), "m2", turns=DENY, end=False, visibility="org")["node_ids"][0]
+    c = Conflict.objects.create(org=a.org, node_a_id=mine, node_b_id=theirs, reason="negation flip", detector="rule")
+    r = client_for(a.member).post(f"/api/v1/conflicts/{c.id}/resolve", {"action": "keep_both"}, format="json")
+    assert r.status_code == 200, r.content
+    assert r.json()["status"] == "kept_both"
