@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from teams.auth import Actor
 from teams.models import Scope
@@ -95,13 +96,14 @@ GUIDES = {
 }
 HEADINGS = {
     "en": ("## Persona and standing knowledge", "## Scenario index (read one with memory_get)",
-           "## Recalled memories"),
+           "## Recalled memories (most relevant first; [date it happened · who said it])"),
     "fr": ("## Persona et connaissances permanentes", "## Index des scénarios (lire avec memory_get)",
-           "## Souvenirs rappelés"),
-    "de": ("## Persona und festes Wissen", "## Szenario-Index (mit memory_get lesen)", "## Abgerufene Erinnerungen"),
-    "zh": ("## 人设与常驻知识", "## 场景索引（用 memory_get 读取）", "## 召回的记忆"),
+           "## Souvenirs rappelés (les plus pertinents d'abord ; [date des faits · qui l'a dit])"),
+    "de": ("## Persona und festes Wissen", "## Szenario-Index (mit memory_get lesen)",
+           "## Abgerufene Erinnerungen (relevanteste zuerst; [Datum des Geschehens · wer es sagte])"),
+    "zh": ("## 人设与常驻知识", "## 场景索引（用 memory_get 读取）", "## 召回的记忆（按相关度排序；[发生日期 · 说话人]）"),
     "es": ("## Persona y conocimiento permanente", "## Índice de escenarios (leer con memory_get)",
-           "## Recuerdos recuperados"),
+           "## Recuerdos recuperados (los más pertinentes primero; [fecha de los hechos · quién lo dijo])"),
 }
 
 
@@ -130,6 +132,36 @@ def pick_language(accept_language: str | None) -> str:
         if primary in GUIDES and q > best_q and q > 0:
             best, best_q = primary, q
     return best
+
+
+def _iso(value: datetime | None) -> str | None:
+    # as DRF renders a DateTimeField elsewhere in the API: UTC with a "Z"
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def _speaker_label(speaker: str) -> str:
+    # One short token inside the line's brackets: a speaker is free text (up to 200 characters).
+    name = " ".join((speaker or "").split()).replace("[", "(").replace("]", ")")
+    return name if len(name) <= 40 else name[:39] + "…"
+
+
+def recall_meta(org, node_ids: list[int]) -> dict[int, dict]:
+    """When each recalled node happened and who said it ({node_id: {"occurred_at", "speaker"}}).
+
+    The engine's hits carry only text: two recalled statements that disagree ("Postgres 15" on
+    16 Nov, "migrated to Postgres 16" on 26 Nov) gave the model no way to tell the newer one."""
+    from memory.models import Node
+
+    rows = Node.objects.filter(org=org, id__in=node_ids).values_list("id", "occurred_at", "speaker")
+    return {nid: {"occurred_at": _iso(at), "speaker": speaker or ""} for nid, at, speaker in rows}
+
+
+def recall_line(item: dict) -> str:
+    """``- [2026-11-26 · coder] [memory 226] text``: the date (UTC) the memory happened and its speaker
+    first, then the ``[memory N] text`` that memory_get and existing readers of the context key on."""
+    tags = [t for t in ((item.get("occurred_at") or "")[:10], _speaker_label(item.get("speaker", ""))) if t]
+    prefix = f"[{' · '.join(tags)}] " if tags else ""
+    return f"- {prefix}[memory {item['node_id']}] {item['text']}"
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:
@@ -246,7 +278,10 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
         if reinforce and recall:
             memory_services.record_recall(node_ids=[r["node_id"] for r in recall])
         if recall:
-            dynamic_text = heads[2] + "\n" + "\n".join(f"- [memory {r['node_id']}] {r['text']}" for r in recall)
+            meta = recall_meta(actor.org, [r["node_id"] for r in recall])
+            for r in recall:
+                r.update(meta.get(r["node_id"], {"occurred_at": None, "speaker": ""}))
+            dynamic_text = heads[2] + "\n" + "\n".join(recall_line(r) for r in recall)
     tools = [{"asset_id": a.id, "kind": a.kind, "title": a.title} for _, a in tool_pairs]
     return ContextResult(language=language, stable_text=stable_text, stable_hash=stable_hash,
                          dynamic_text=dynamic_text, full=full, index=index, tools=tools, recall=recall,

@@ -167,8 +167,14 @@ def tool_weave(actor: Actor, *, text: str, visibility: str = "private", session_
 def tool_resonate(actor: Actor, *, query: str, k: int = 5) -> dict:
     from memory import selectors, services
 
+    from .context import recall_meta
+
     out = selectors.resonate_for(actor=actor, query=query[:4000], k=max(1, min(int(k), 20)))
-    hits = [{"node_id": h.node_id, "score": round(h.score, 6), "text": h.text} for h in out.result.hits]
+    # when each hit happened and who said it, as the context's recall carries (the model reads these
+    # hits directly, and two that disagree are told apart by their dates)
+    meta = recall_meta(actor.org, [h.node_id for h in out.result.hits])
+    hits = [{"node_id": h.node_id, "score": round(h.score, 6), "text": h.text,
+             **meta.get(h.node_id, {"occurred_at": None, "speaker": ""})} for h in out.result.hits]
     services.record_recall(node_ids=[h["node_id"] for h in hits])
     return {"hits": hits, "degraded": [] if out.vector_used else ["embedder"]}
 
