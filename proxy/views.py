@@ -18,6 +18,7 @@ import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import quote
 
 import httpx
 from django.conf import settings
@@ -37,8 +38,13 @@ log = logging.getLogger("nylon.proxy")
 DROP_REQUEST = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                           "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding", "cookie",
                           "x-nylon-key", "x-nylon-session", "x-request-id"})
-DROP_RESPONSE = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
-                           "upgrade", "trailer", "x-request-id"})
+# Never relayed to the caller: hop-by-hop headers, what Django recomputes, and state the upstream
+# would set on Nylon's origin. A Set-Cookie of the provider's would be stored by the caller for
+# Nylon's host (and sent back to Nylon with every later request, console included); Alt-Svc would
+# point the caller's client at another service for Nylon's origin.
+DROP_RESPONSE = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-authenticate", "te", "trailer",
+                           "trailers", "transfer-encoding", "upgrade", "content-length", "content-encoding",
+                           "x-request-id", "set-cookie", "set-cookie2", "alt-svc"})
 MAX_CAPTURE = 1024 * 1024  # bytes of a streamed answer kept for the write-back
 MAX_TOOL_ROUNDS = 3
 WRITEBACK_HEADER = "X-Nylon-Writeback"
@@ -208,11 +214,20 @@ def _forward_headers(request) -> dict:
     return headers
 
 
+def _relay_headers(upstream: httpx.Response, response) -> None:
+    """The upstream's end-to-end headers onto ``response``: not ``DROP_RESPONSE``, nor any header
+    the upstream's ``Connection`` names (hop-by-hop by RFC 9110 7.6.1), nor Content-Type (set with
+    the body)."""
+    named = {t.strip().lower() for t in upstream.headers.get("connection", "").split(",") if t.strip()}
+    for k, v in upstream.headers.items():
+        name = k.lower()
+        if name not in DROP_RESPONSE and name not in named and name != "content-type":
+            response[k] = v
+
+
 def _copy_headers(upstream: httpx.Response, response, memory: str, bundle: Bundle | None,
                   writes_back: bool = True) -> None:
-    for k, v in upstream.headers.items():
-        if k.lower() not in DROP_RESPONSE and k.lower() != "content-type":
-            response[k] = v
+    _relay_headers(upstream, response)
     response["X-Nylon-Memory"] = memory
     if bundle is not None:
         response["X-Nylon-Prefix-Hash"] = bundle.stable_hash
@@ -414,7 +429,7 @@ def _stream(upstream: httpx.Response, protocol, memory: str, bundle, after, requ
     return response
 
 
-async def _relay_get(request, protocol_name: str, subpath: str):
+async def _relay_get(request, protocol_name: str, model: str):
     """A read-only upstream route (the model list) relayed as is, behind the same key check and
     rate limit as the chat routes. OpenAI-compatible clients list ``/models`` to check a base URL
     and pick a model; without this they got Django's HTML 404 page."""
@@ -431,6 +446,9 @@ async def _relay_get(request, protocol_name: str, subpath: str):
         return _throttled(request, exc.wait)
     except _AuthUnavailable:
         return _auth_unavailable(request)
+    subpath = _models_path(model)
+    if subpath is None:
+        return _error(400, "invalid", "Not a model id: a model id is one path segment.", request)
     url = getattr(settings, f"NYLON_PROXY_{protocol_name.upper()}_UPSTREAM").rstrip("/") + subpath
     if request.META.get("QUERY_STRING"):
         url += "?" + request.META["QUERY_STRING"]
@@ -440,20 +458,37 @@ async def _relay_get(request, protocol_name: str, subpath: str):
         return _upstream_failed(request, protocol_name, "none", exc, "connecting")
     response = HttpResponse(upstream.content, status=upstream.status_code,
                             content_type=upstream.headers.get("content-type", "application/json"))
-    for k, v in upstream.headers.items():
-        if k.lower() not in DROP_RESPONSE and k.lower() != "content-type":
-            response[k] = v
+    _relay_headers(upstream, response)
     return response
+
+
+# URL-safe characters a model id may keep as is; anything else is percent-encoded in the upstream URL.
+_MODEL_SAFE = ":@!$&'()*+,;=-._~"
+
+
+def _models_path(model: str) -> str | None:
+    """``/models`` or ``/models/{id}`` for the upstream; None for an id that is not one path
+    segment. The id arrives percent-decoded (``..%2F..%2Fsecret`` is ``../../secret`` here), and the
+    upstream URL is built by joining strings: a '/' or '..' in it walked the relayed GET out of
+    ``/models`` to any path of the provider, with the caller's credentials. So '/', '\\', '.',
+    '..', '%' (an encoded character already decoded once, e.g. ``%252F``) and control characters
+    are refused, and the rest is encoded so '?' or '#' cannot start a query or a fragment."""
+    if not model:
+        return "/models"
+    if (model == "." or ".." in model or any(c in model for c in "/\\%")
+            or any(ord(c) < 0x20 or ord(c) == 0x7F for c in model)):
+        return None
+    return "/models/" + quote(model, safe=_MODEL_SAFE)
 
 
 @csrf_exempt
 async def openai_models(request, model: str = ""):
-    return await _relay_get(request, "openai", "/models" + (f"/{model}" if model else ""))
+    return await _relay_get(request, "openai", model)
 
 
 @csrf_exempt
 async def anthropic_models(request, model: str = ""):
-    return await _relay_get(request, "anthropic", "/models" + (f"/{model}" if model else ""))
+    return await _relay_get(request, "anthropic", model)
 
 
 @csrf_exempt
