@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+import unicodedata
 
 from django.conf import settings
 from django.core.cache import cache
@@ -26,6 +27,16 @@ def client_ip(request) -> str:
         if forwarded:
             return forwarded[-1]
     return request.META.get("REMOTE_ADDR", "")
+
+
+def account_ident(typed: str) -> str:
+    """The counter's name for a typed account name or email: every spelling the sign-in (or the
+    reset) would take for the same account counts as one. Django's ``UsernameField`` NFKC-normalises
+    what is typed, so fullwidth 'ｂｅａ' signs in as 'bea'; keyed on the raw text casefolded, it
+    had a counter of its own, and every such spelling (fullwidth, ligatures, compatibility forms)
+    was another ``NYLON_LOGIN_FAILURES`` guesses. NFKC, casefold, NFKC again (casefolding can undo
+    the normal form: Unicode's NFKC_Casefold), then the spaces the form strips."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", typed).casefold()).strip()
 
 
 def _key(scope: str, ident: str, window: int) -> tuple[str, int]:

@@ -47,7 +47,7 @@ def limit_failed_logins(view):
         if request.method != "POST":
             return view(request, *args, **kwargs)
         ip = ratelimit.client_ip(request)
-        account = f"{(request.POST.get('username') or '').strip().casefold()}|{ip}"
+        account = f"{ratelimit.account_ident(request.POST.get('username') or '')}|{ip}"
         limit = settings.NYLON_LOGIN_FAILURES
         wait = (ratelimit.retry_after("login-ip", ip, limit=limit * 10, window=LOGIN_WINDOW)
                 or ratelimit.retry_after("login", account, limit=limit, window=LOGIN_WINDOW))
@@ -112,7 +112,7 @@ class PasswordResetView(auth_views.PasswordResetView):
         if wait:
             return _too_many(self.request, RESET_TEMPLATE, self.get_context_data(form=form), wait)
         ratelimit.count("reset-ip", ip, window=RESET_WINDOW)
-        email = form.cleaned_data["email"].strip().casefold()
+        email = ratelimit.account_ident(form.cleaned_data["email"])
         if ratelimit.retry_after("reset", email, limit=per_hour, window=RESET_WINDOW):
             log.info("password reset mail not sent: the hourly limit for one email was reached")
             return super(auth_views.PasswordResetView, self).form_valid(form)  # the redirect, no mail

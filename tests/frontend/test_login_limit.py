@@ -114,3 +114,28 @@ def test_the_admin_sign_in_is_held_to_the_same_limit_counted_with_the_consoles(s
     elsewhere = Client(REMOTE_ADDR=_ip())
     r = elsewhere.post("/admin/login/", {"username": boss.username, "password": PASSWORD, "next": "/admin/"})
     assert r.status_code == 302 and elsewhere.session["_auth_user_id"] == str(boss.pk)
+
+
+def _fullwidth(text: str) -> str:
+    """The same name in fullwidth forms ('bea' -> 'ｂｅａ'), which Django's UsernameField
+    NFKC-normalises back to the name it signs in."""
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+def test_compatibility_spellings_of_a_name_share_its_count(user, settings):
+    """The counter was keyed on the typed name casefolded only: fullwidth 'ｂｅａ' (or a ligature)
+    had a count of its own yet signed in as 'bea', so each spelling was NYLON_LOGIN_FAILURES
+    more guesses at one account's password."""
+    settings.NYLON_LOGIN_FAILURES = 3
+    wide = _fullwidth(user.username)
+    assert wide != user.username
+    # the sign-in form itself takes the fullwidth spelling for the account
+    ok = Client(REMOTE_ADDR=_ip())
+    assert _sign_in(ok, wide, PASSWORD).status_code == 302 and ok.session["_auth_user_id"] == str(user.pk)
+
+    ip = _ip()
+    for name in (user.username, wide, f"\u3000{wide.upper()}"):  # plain, fullwidth, upper with a wide space
+        assert _sign_in(Client(REMOTE_ADDR=ip), name, "wrong").status_code == 200
+    for name in (wide, user.username):
+        c = Client(REMOTE_ADDR=ip)
+        assert _sign_in(c, name, PASSWORD).status_code == 429 and "_auth_user_id" not in c.session
