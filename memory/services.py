@@ -207,7 +207,12 @@ def _write_session(*, actor, turns, texts, vectors, session_key, visibility, tea
             session.reflection_status = MemorySession.Status.OPEN
         session.save()
     if new_nodes:
-        audit.record(actor=actor, action="memory.weave", object_type="session", object_id=session_key or "-",
+        # The session's row id, not its key: a session key names someone's (maybe private) session,
+        # and org admins read the whole audit log, while the live feed shows a key only to readers
+        # of its nodes (frontend.consumers). The writer finds its entry by the request id its
+        # answer carried (X-Request-Id).
+        audit.record(actor=actor, action="memory.weave", object_type="session",
+                     object_id=session.id if session is not None else "-",
                      detail={"nodes": len(new_nodes), "edges": len(edges)}, request_id=request_id)
         events.publish(actor.org.id, "memory.woven", {"node_ids": [n.id for n in new_nodes][:50],
                                                       "session_key": session_key})
