@@ -9,6 +9,11 @@ an HNSW graph can leave an element unreachable from a query's neighbourhood, whi
 fixes. So the answer is the union of an exact ranking of the owner's most recent ``RECENT_WINDOW``
 matching rows (read through the ``(org, owner, -id)`` btree indexes) and the HNSW scan over all of
 them: deterministic for recent memory, approximate only beyond it, and bounded in cost.
+
+A check that looks past one owner (conflict candidates among the nodes other writers share with
+the new node) has no btree index that keeps its exact window short: ``window_where`` then bounds
+the exact part by the org's most recent rows (``org_recent_floor``), so its cost does not grow
+with the org, and the HNSW scan covers the rest.
 """
 
 from __future__ import annotations
@@ -25,15 +30,23 @@ def vector_literal(values: Iterable[float]) -> str:
     return "[" + ",".join(f"{float(x):.7f}" for x in values) + "]"
 
 
-def nearest_sql(*, where: str, query: str, limit: str) -> str:
+def org_recent_floor(*, org: str, rows: int) -> str:
+    """A condition keeping ``memory_node m`` to the org's ``rows`` most recent rows (any owner), read
+    from the ``(org, -id)`` index alone: a bound for an exact window whose filter no index serves."""
+    return f"""m.id >= (SELECT coalesce(min(f.id), 0) FROM (
+                SELECT id FROM memory_node WHERE org_id = {org} ORDER BY id DESC LIMIT {int(rows)}) f)"""
+
+
+def nearest_sql(*, where: str, query: str, limit: str, window_where: str = "TRUE") -> str:
     """A SELECT of ``(id, sim)`` for the ``limit`` rows of ``memory_node m`` satisfying ``where`` that
     are nearest to the vector expression ``query`` (cosine similarity, nearest first, ties by id).
 
     ``where``, ``query`` and ``limit`` are SQL fragments; each is used more than once, so pass their
-    parameters by name (``%(org)s``), or make ``query`` a column of an outer query (LATERAL)."""
+    parameters by name (``%(org)s``), or make ``query`` a column of an outer query (LATERAL).
+    ``window_where`` narrows only the exact window of recent rows, not the HNSW scan."""
     return f"""SELECT u.id, 1 - min(u.d) AS sim FROM (
             (SELECT r.id, r.embedding <=> {query} AS d FROM (
-                SELECT m.id, m.embedding FROM memory_node m WHERE {where}
+                SELECT m.id, m.embedding FROM memory_node m WHERE {where} AND {window_where}
                 ORDER BY m.id DESC LIMIT {RECENT_WINDOW}) r
              ORDER BY 2 LIMIT {limit})
             UNION ALL

@@ -1,7 +1,9 @@
 """Conflict detection on write and conflict resolution.
 
 Detection (a Celery task after the weave commits): candidates are the 4 nearest nodes of the same
-owner and kind (pgvector ``<=>``) with the same speaker; the rules (negation flip; a different
+owner and kind (pgvector ``<=>``) and the 4 nearest of the same kind that other writers share with
+the new node (team memory is where agents disagree; see ``_candidates`` for who shares what), of
+the same speaker when either speaks of itself ("I", "my"); the rules (negation flip; a different
 number, date or place for the same statement) decide when no LLM is configured, and an LLM judge
 decides when one is (called outside any transaction; if it fails the rule verdict stands and the
 LLM state shows the failure; after a failure of the endpoint itself — timeout, connection, 5xx or
@@ -23,8 +25,8 @@ from rest_framework.exceptions import ValidationError
 from assets import audit
 from assets.access import access_node, node_writable
 from memory.engine.weave import EDGE_WEIGHTS
-from memory.models import Edge, EdgeKind, Followup, Node
-from memory.nearest import nearest_sql, vector_literal
+from memory.models import Edge, EdgeKind, Followup, Node, Visibility
+from memory.nearest import nearest_sql, org_recent_floor, vector_literal
 from memory.selectors import visible_nodes
 from nylon_project import events
 from teams.models import Organization
@@ -39,7 +41,9 @@ LLM_MIN_COSINE = 0.7
 MAX_JUDGE_CALLS = 32  # per task: a bulk import must not turn into thousands of LLM calls
 
 JUDGE_SYSTEM = """TASK: conflict
-Two memory statements of the same person are given. Decide whether they contradict each other
+Two memory statements are given, each with who said it: one person's, or two team members' about
+the same work (a statement in the first person singular is about its speaker). Decide whether they
+contradict each other
 (both cannot be true at the same time, e.g. a negated preference, a different number, date or
 place for the same attribute). A change over time stated explicitly is still a contradiction of
 the older statement. Output JSON: {"contradicts": true|false, "reason": "one short sentence"}"""
@@ -47,24 +51,63 @@ JUDGE_SCHEMA = {"type": "object", "required": ["contradicts", "reason"],
                 "properties": {"contradicts": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 500}}}
 
 
+# The exact window of the shared-audience search reads at most the org's this many most recent rows
+# (``memory.nearest.org_recent_floor``): no index serves "other owners' org or team-X nodes", and an
+# unbounded window would read the whole org for a small team's check. Older ones: the HNSW scan.
+SHARED_WINDOW_ROWS = 20_000
+
+
+def _shared_audience(node: Node) -> str | None:
+    """Nodes of other owners that share readers with ``node``: what one reader sees beside it.
+
+    A team node and an org node are read together by the team's members (an org node by everyone),
+    two team nodes of one team by its members. A private node has one reader, its owner, and a
+    restricted one an ACL of its own that can change at any time: they are paired with their
+    owner's nodes only, so no one else's memory is ever set beside them. Either way a conflict is
+    listed only to callers who may read both nodes (``visible_conflicts``), never revealing one to
+    a reader of the other alone."""
+    if node.visibility == Visibility.ORG:
+        return "(m.visibility = 'org' OR (m.visibility = 'team' AND m.team_id IS NOT NULL))"
+    if node.visibility == Visibility.TEAM and node.team_id is not None:
+        return "(m.visibility = 'org' OR (m.visibility = 'team' AND m.team_id = %(team)s))"
+    return None
+
+
 def _candidates(node: Node) -> list[tuple[int, float]]:
+    """The nearest nodes of the same kind: ``CANDIDATES`` of the node's owner (any visibility: the
+    owner reads them all) and ``CANDIDATES`` of other writers sharing an audience with it. Two
+    budgets, so the owner's own near-duplicates cannot push another agent's contradicting statement
+    out of the check (and the other way round)."""
     owner_sql, owner_id = (("owner_agent_id", node.owner_agent_id) if node.owner_agent_id
                            else ("owner_user_id", node.owner_user_id))
-    vec = vector_literal(node.embedding)
+    base = """m.org_id = %(org)s AND m.kind = %(kind)s AND m.id <> %(id)s AND m.deleted_at IS NULL
+              AND m.valid_to IS NULL AND m.embedding IS NOT NULL"""
+    params = {"org": node.org_id, "owner": owner_id, "kind": node.kind, "id": node.id, "team": node.team_id,
+              "vec": vector_literal(node.embedding), "limit": CANDIDATES}
+    queries = [nearest_sql(where=f"{base} AND m.{owner_sql} = %(owner)s", query="%(vec)s::vector",
+                           limit="%(limit)s")]
+    shared = _shared_audience(node)
+    if shared is not None:
+        # IS DISTINCT FROM: a user-owned node has a NULL owner_agent_id, and "NULL <> x" drops it
+        queries.append(nearest_sql(where=f"{base} AND m.{owner_sql} IS DISTINCT FROM %(owner)s AND {shared}",
+                                   query="%(vec)s::vector", limit="%(limit)s",
+                                   window_where=org_recent_floor(org="%(org)s", rows=SHARED_WINDOW_ROWS)))
+    out: list[tuple[int, float]] = []
     with connection.cursor() as cur:
-        cur.execute(
-            nearest_sql(where=f"""m.org_id = %(org)s AND m.{owner_sql} = %(owner)s AND m.kind = %(kind)s
-                                  AND m.id <> %(id)s AND m.deleted_at IS NULL AND m.valid_to IS NULL
-                                  AND m.embedding IS NOT NULL""",
-                        query="%(vec)s::vector", limit="%(limit)s"),
-            {"org": node.org_id, "owner": owner_id, "kind": node.kind, "id": node.id, "vec": vec,
-             "limit": CANDIDATES},
-        )
-        return cur.fetchall()
+        for sql in queries:
+            cur.execute(sql, params)
+            out += cur.fetchall()
+    return out
 
 
 def _same_subject(a: Node, b: Node) -> bool:
-    return not a.speaker or not b.speaker or a.speaker.strip().lower() == b.speaker.strip().lower()
+    """Different speakers' "I" are different people: Ana's "I eat spicy food" and Ben's "I don't"
+    do not contradict. A statement about the work ("the staging cluster runs Redis 6.2", "we deploy
+    on Fridays") has one subject whoever reports it — two agents of a team have two speakers — so the
+    speaker tells subjects apart only where a statement speaks of its speaker."""
+    if not a.speaker or not b.speaker or a.speaker.strip().lower() == b.speaker.strip().lower():
+        return True
+    return not (heuristics.first_person_singular(a.text) or heuristics.first_person_singular(b.text))
 
 
 def _judge(org: Organization, a: Node, b: Node) -> tuple[bool, str]:

@@ -103,6 +103,15 @@ def _rewrite(text: str, speaker: str) -> str:
     return out
 
 
+# "I", "me", "my": the speaker is the subject. "We" in team chat is the team, whoever says it.
+_FIRST_SINGULAR = re.compile(rf"{_I}|\b(?:me|my|mine|myself)\b", re.I)
+
+
+def first_person_singular(text: str) -> bool:
+    """Whether the text speaks of its speaker ("I", "me", "my"), outside quoted speech."""
+    return bool(_FIRST_SINGULAR.search(_QUOTED.sub(" ", text)))
+
+
 def _sub_outside(keep: re.Pattern[str], pattern: str, repl: str, text: str) -> str:
     """re.sub of pattern everywhere except inside the spans matched by keep."""
     parts, last = [], 0
@@ -266,6 +275,61 @@ def _left_place(a_text: str, b_text: str, a: Statement, b: Statement) -> str | N
     return None
 
 
+# "Production runs Postgres 15" vs "We migrated production to Postgres 16": one states what a system
+# runs, the other that it was changed to another version of the same thing, in different words.
+_RUNS = r"(?:runs?|running|uses?|using|is\s+on|are\s+on|'s\s+on|'re\s+on|stays?\s+on|still\s+on|pinned\s+to)"
+_CHANGED_TO = (r"(?:migrated|migrating|moved|moving|upgraded|upgrading|downgraded|downgrading|switched|"
+               r"switching|updated|bumped|rolled\s+back|went)\b[^.;:!?]*?\bto")
+# A version right after a name: "Postgres 16", "Redis 7.4", "Python 3.12"; not a quantity ("26 minutes").
+_VERSION_OF = r"(?:the\s+)?(?:[a-z][\w-]*\s+){{0,2}}?{name}\s+v?(\d+(?:\.\d+)*)(?![\w.]*\s*(?:%|percent|minutes?|mins?|" \
+              r"hours?|days?|weeks?|months?|years?|seconds?|secs?|ms|gb|mb|tb|kb|times|x)\b)"
+_STATE_WORDS = {"run", "running", "ran", "use", "using", "used", "on", "to", "stay", "still", "pinned", "migrated",
+                "migrating", "moved", "moving", "upgraded", "upgrading", "downgraded", "downgrading", "switched",
+                "switching", "updated", "bumped", "rolled", "back", "went", "we", "our", "us", "they", "be", "have",
+                "had", "from", "version", "in", "of", "for", "with", "at", "is", "are", "was", "were", "been", "and",
+                "i", "my", "me", "it", "its", "this", "that", "these", "those", "all", "last", "next",
+                "now", "finally", "already", "today", "yesterday", "tomorrow", "tonight", "night", "morning",
+                "week", "month", "year", "ago", "since", "monday", "tuesday", "wednesday", "thursday", "friday",
+                "saturday", "sunday"}
+
+
+def _context(text: str, name: str) -> frozenset[str]:
+    """What a version statement says beside the thing and its version: its subject ("production",
+    "the staging cluster"), for telling "staging runs 15" from "production moved to 16"."""
+    months = {m.lower() for m in MONTH_NAMES}
+    words = (_lemma(t) for t in re.findall(r"[a-z][a-z'-]*", text) if "'" not in t and t != name)
+    return frozenset(t for t in words if t not in _STATE_WORDS and t not in _DROP and t not in _NEG
+                     and t not in months and t not in _NUM_WORDS)
+
+
+def _versions(text: str, name: str, verbs: str) -> set[str]:
+    return {m.group(1) for m in re.finditer(rf"\b{verbs}\s+{_VERSION_OF.format(name=re.escape(name))}", text)}
+
+
+def _changed_version(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
+    """The same named thing at two versions, one said to run it and the other to have moved to
+    another: only when both say it of the same subject (their remaining words agree, one perhaps
+    with more detail), so "staging runs Postgres 15" and "we moved production to Postgres 16" stay
+    two statements."""
+    if a.negated or b.negated:
+        return None
+    low_a, low_b = a_text.lower().replace("’", "'"), b_text.lower().replace("’", "'")
+    # The thing is a name both mention: an entity of both, or (chat in lower case) a word both put a
+    # version after.
+    named = {m.group(1) for m in re.finditer(r"\b([a-z][a-z-]+)\s+v?\d", low_a)}
+    named &= {m.group(1) for m in re.finditer(r"\b([a-z][a-z-]+)\s+v?\d", low_b)}
+    for name in sorted((a.places & b.places) | (named - _STATE_WORDS - _DROP)):
+        ctx = (_context(low_a, name), _context(low_b, name))
+        if not (ctx[0] & ctx[1]) or _differ(*ctx):
+            continue
+        for x, y in ((low_a, low_b), (low_b, low_a)):
+            runs, moved = _versions(x, name, _RUNS) | _versions(x, name, _CHANGED_TO), _versions(y, name, _CHANGED_TO)
+            if runs and moved and not runs & moved:
+                return (f"different number or date for the same statement: {name} "
+                        f"{', '.join(sorted(runs))} vs changed to {', '.join(sorted(moved))}")
+    return None
+
+
 def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> str | None:
     """Why two statements of the same subject contradict, or None."""
     a, b = statement(a_text, a_entities), statement(b_text, b_entities)
@@ -276,6 +340,9 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
         # "release plan v29" vs "release plan v59": two things with their own names, not one
         # statement with two numbers
         return None
+    changed = _changed_version(a_text, b_text, a, b)
+    if changed:
+        return changed
     overlap = len(a.core & b.core) / len(a.core | b.core)
     if a.negated != b.negated and overlap >= 0.8 and a.numbers == b.numbers and a.places == b.places:
         return "negation flip: one statement denies the other"

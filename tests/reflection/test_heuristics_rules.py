@@ -25,6 +25,12 @@ B = ("Berlin",)
     ("Alice doesn't eat meat.", "Alice eats meat at family dinners.", (), ()),
     # the same named thing with another number
     ("Release v2 ships on May 3", "Release v2 ships on May 9", (), ()),
+    # what a system runs vs a stated move of the same system to another version, in other words
+    ("Production runs Postgres 15.", "We migrated production to Postgres 16.", ("Production", "Postgres"),
+     ("Postgres",)),
+    ("The staging Redis cluster runs Redis 6.2.", "We upgraded the staging Redis cluster to Redis 7.4 yesterday.",
+     ("Redis",), ("Redis",)),
+    ("we're on postgres 15 in production", "we moved production to postgres 16 last night", (), ()),
 ])
 def test_plain_contradictions_are_found(a, b, ea, eb):
     assert conflict_reason(a, b, ea, eb) is not None
@@ -42,6 +48,11 @@ def test_plain_contradictions_are_found(a, b, ea, eb):
      "Bulk memory 59 about topic db and the release plan v59", (), ()),
     ("The nightly build b1042 of the payments service failed at 3pm",
      "The nightly build b1043 of the payments service failed at 5pm", (), ()),
+    # a move of another system, a move not made, a move to the version it runs, a fact about a version
+    ("Staging runs Postgres 15.", "We migrated production to Postgres 16.", ("Staging", "Postgres"), ("Postgres",)),
+    ("Production runs Postgres 15.", "We haven't migrated production to Postgres 16.", ("Postgres",), ("Postgres",)),
+    ("Production runs Postgres 15.", "We migrated production to Postgres 15 last week.", ("Postgres",), ("Postgres",)),
+    ("Production runs Postgres 15.", "Postgres 16 adds logical replication of sequences.", ("Postgres",), ("Postgres",)),
     # a short denial is contained in too much to deny it
     ("I don't know", "I know where the meeting is", (), ()),
     # the claim says much more than the denial denies
