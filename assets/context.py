@@ -8,7 +8,7 @@
 
 ``stable_hash`` is the SHA-256 of the stable prefix: identical across calls while no bound asset
 changed, so a provider's prompt cache keeps hitting. Character budgets are on by default; every
-cut carries a marker and every dropped item is counted.
+cut carries a marker (counted in the budget) and every item the budget left out is counted.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ from . import access
 from .models import AgentBinding, AssetKind, AssetStatus, BindingMode
 
 MEMORY_CALL_BUDGET = 3
+# A recalled memory cut to the recall budget's last room keeps at least this much of its own text
+# (a few words); with less room a shorter, lower-ranked memory that fits whole may take it instead.
+MIN_USEFUL_RECALL_CHARS = 40
 
 
 @dataclass(frozen=True)
@@ -164,10 +167,28 @@ def recall_line(item: dict) -> str:
     return f"- {prefix}[memory {item['node_id']}] {item['text']}"
 
 
+def _marker(removed: int) -> str:
+    return f"… [truncated {removed} chars]"
+
+
+def _kept_chars(length: int, limit: int) -> int:
+    """How much of a text of ``length`` characters a cut to ``limit`` keeps so that the kept part and
+    its marker together fit ``limit`` (the marker names the removed count, so its own length varies)."""
+    keep = limit - len(_marker(length))  # the longest marker this text can get
+    while keep + 1 < length and keep + 1 + len(_marker(length - keep - 1)) <= limit:
+        keep += 1
+    return keep
+
+
 def _cut(text: str, limit: int) -> tuple[str, bool]:
+    """``text`` within ``limit`` characters, the truncation marker included: a budget is what goes
+    into the prompt (a 100-character limit gave 100 characters plus a 22-character marker)."""
     if len(text) <= limit:
         return text, False
-    return f"{text[:limit]}… [truncated {len(text) - limit} chars]", True
+    keep = _kept_chars(len(text), limit)
+    if keep >= 1:
+        return text[:keep] + _marker(len(text) - keep), True
+    return text[:limit - 1] + "…", True  # a limit shorter than the marker: a bare ellipsis
 
 
 @dataclass
@@ -263,18 +284,26 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
         out = memory_selectors.resonate_for(actor=actor, query=query, k=max(n * 2, n))
         if not out.vector_used:
             degraded.append("embedder")
-        total = 0
-        for h in out.result.hits:
+        hits = out.result.hits
+        room = budget.max_recall_chars
+        for h in hits:
             if len(recall) >= n:
-                dropped["recall"] += 1
-                continue
+                break  # the rest is the engine's over-fetch (spares for skipped hits), not a loss
             text, cut = _cut(h.text, budget.max_chars_per_memory)
-            if total + len(text) > budget.max_recall_chars:
-                dropped["recall"] += 1
-                continue
-            total += len(text)
+            if len(text) > room:
+                # The best remaining hit does not fit whole: cut it to the room left when a useful part
+                # of it fits, rather than skip to a lower-ranked (maybe stale) one that happens to be
+                # short. Only when even that is too little may a shorter, lower hit take the room.
+                if _kept_chars(len(h.text), room) < MIN_USEFUL_RECALL_CHARS:
+                    continue
+                text, cut = _cut(h.text, room)
+            room -= len(text)
             truncated["recall"] += int(cut)
             recall.append({"node_id": h.node_id, "score": round(h.score, 6), "text": text, "truncated": cut})
+        # Dropped = what the budget cost: hits of the top n (what an unlimited max_recall_chars would
+        # have given) left out. It counted the engine's over-fetch before: 5 with no budget pressure.
+        kept = {r["node_id"] for r in recall}
+        dropped["recall"] = sum(1 for h in hits[:n] if h.node_id not in kept)
         if reinforce and recall:
             memory_services.record_recall(node_ids=[r["node_id"] for r in recall])
         if recall:

@@ -85,7 +85,9 @@ def test_budgets_truncate_and_count_drops(world, client_for):
         approve(admin, x["id"])
         _bind(admin, a.agent.id, x["id"], "full")
     body = client_for(a.key).get("/api/v1/context").json()
-    assert body["persona"][0]["truncated"] is True and "[truncated 1000 chars]" in body["stable"]
+    # 4000 characters of body, the marker included (it names the 1024 removed)
+    assert body["persona"][0]["truncated"] is True and "[truncated 1024 chars]" in body["stable"]
+    assert len(body["persona"][0]["text"]) == 4000
     assert body["truncated"]["full"] == 1 and body["budget"]["max_chars_per_asset"] == 4000
     r = client_for(a.key).post("/api/v1/context", {"budget": {"max_stable_chars": 4100}}, format="json")
     assert r.json()["dropped"]["full"] == 1 and len(r.json()["persona"]) == 1
