@@ -174,10 +174,19 @@ class Endpoints:
         body = _clean({"query": query, "k": k, "depth": depth, "reinforce": reinforce})
         return self._call(Call("POST", f"{API}/memories/resonate", json=body, parse=ResonateResult.from_json))
 
-    def context(self, query: str = "", *, k: int | None = None, reinforce: bool = True):
+    def context(self, query: str = "", *, k: int | None = None, reinforce: bool = True,
+                budget: dict[str, int] | None = None):
         """The agent context (persona, scenario index, recall for ``query``, ``stable_hash``); None
-        when the server does not offer ``/api/v1/context`` (an older server)."""
-        body = _clean({"query": query or None, "k": k, "reinforce": reinforce})
+        when the server does not offer ``/api/v1/context`` (an older server).
+
+        ``budget``: character and item limits of its parts, whole numbers by name —
+        ``max_chars_per_asset``, ``max_stable_chars``, ``max_index_entries``,
+        ``max_chars_per_index_line``, ``max_chars_per_memory``, ``max_recall_chars``,
+        ``max_recall_items`` (``{"max_recall_chars": 1000}``); the server caps each and refuses an
+        unknown name (ValidationError). What a budget cut or left out is in ``truncated`` and
+        ``dropped``."""
+        body = _clean({"query": query or None, "k": k, "reinforce": reinforce,
+                       "budget": dict(budget) if budget else None})
         return self._call(Call("POST", f"{API}/context", json=body, parse=_context_or_none,
                                ok_statuses=frozenset({404})))
 

@@ -178,8 +178,20 @@ def cmd_resonate(args, client: Client) -> int:
     return 0
 
 
+def budget_arg(value: str) -> tuple[str, int]:
+    """``--budget max_recall_chars=1000``: one limit of the context, a name and a whole number."""
+    name, sep, number = value.partition("=")
+    try:
+        if not sep or not name.strip():
+            raise ValueError
+        return name.strip(), int(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NAME=NUMBER, e.g. max_recall_chars=1000, not {value!r}") from None
+
+
 def cmd_context(args, client: Client) -> int:
-    ctx = client.context(args.query)
+    ctx = client.context(args.query, k=args.k, reinforce=not args.no_reinforce,
+                         budget=dict(args.budget or []) or None)
     if ctx is None:
         print("this server has no context endpoint", file=sys.stderr)
         return 2
@@ -277,6 +289,12 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("context", parents=[common], help="the agent context bundle for a query")
     s.add_argument("query", nargs="?", default="")
+    s.add_argument("-k", type=int, help="recalled memories wanted (raises the default max_recall_items)")
+    s.add_argument("--budget", type=budget_arg, action="append", metavar="NAME=N",
+                   help="a limit of the context, repeatable: max_recall_chars, max_recall_items, "
+                        "max_chars_per_memory, max_chars_per_asset, max_stable_chars, max_index_entries, "
+                        "max_chars_per_index_line")
+    s.add_argument("--no-reinforce", action="store_true")
     s.set_defaults(fn=cmd_context)
 
     s = sub.add_parser("nodes", parents=[common], help="list, show or delete memory nodes")

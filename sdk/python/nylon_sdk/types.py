@@ -153,6 +153,11 @@ class Context:
     persona: list = field(default_factory=list)
     scenario_index: list = field(default_factory=list)
     recall: list = field(default_factory=list)
+    # what the budget cut and left out, per part; the limits applied; degraded dependencies
+    truncated: dict = field(default_factory=dict)
+    dropped: dict = field(default_factory=dict)
+    budget: dict = field(default_factory=dict)
+    degraded: list = field(default_factory=list)
     raw: dict = field(default_factory=dict, repr=False)
 
     @property
