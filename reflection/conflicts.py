@@ -73,17 +73,19 @@ def _shared_audience(node: Node) -> str | None:
     return None
 
 
-def _candidates(node: Node) -> list[tuple[int, float]]:
+def _candidates(node: Node) -> list[tuple[Node, float]]:
     """The nearest nodes of the same kind: ``CANDIDATES`` of the node's owner (any visibility: the
     owner reads them all) and ``CANDIDATES`` of other writers sharing an audience with it. Two
     budgets, so the owner's own near-duplicates cannot push another agent's contradicting statement
-    out of the check (and the other way round)."""
+    out of the check (and the other way round). Questions are no candidates (they assert nothing),
+    and a day of "Standup N: what's everyone on?" lies nearest to every standup line: twice the
+    budget is read so they do not take the places of statements."""
     owner_sql, owner_id = (("owner_agent_id", node.owner_agent_id) if node.owner_agent_id
                            else ("owner_user_id", node.owner_user_id))
     base = """m.org_id = %(org)s AND m.kind = %(kind)s AND m.id <> %(id)s AND m.deleted_at IS NULL
               AND m.valid_to IS NULL AND m.embedding IS NOT NULL"""
     params = {"org": node.org_id, "owner": owner_id, "kind": node.kind, "id": node.id, "team": node.team_id,
-              "vec": vector_literal(node.embedding), "limit": CANDIDATES}
+              "vec": vector_literal(node.embedding), "limit": 2 * CANDIDATES}
     queries = [nearest_sql(where=f"{base} AND m.{owner_sql} = %(owner)s", query="%(vec)s::vector",
                            limit="%(limit)s")]
     shared = _shared_audience(node)
@@ -92,11 +94,17 @@ def _candidates(node: Node) -> list[tuple[int, float]]:
         queries.append(nearest_sql(where=f"{base} AND m.{owner_sql} IS DISTINCT FROM %(owner)s AND {shared}",
                                    query="%(vec)s::vector", limit="%(limit)s",
                                    window_where=org_recent_floor(org="%(org)s", rows=SHARED_WINDOW_ROWS)))
-    out: list[tuple[int, float]] = []
+    groups: list[list[tuple[int, float]]] = []
     with connection.cursor() as cur:
         for sql in queries:
             cur.execute(sql, params)
-            out += cur.fetchall()
+            groups.append(cur.fetchall())
+    nodes = Node.objects.in_bulk([cid for group in groups for cid, _ in group])
+    out: list[tuple[Node, float]] = []
+    for group in groups:
+        kept = [(nodes[cid], sim) for cid, sim in group
+                if cid in nodes and not heuristics.asks_only(nodes[cid].text)]
+        out += kept[:CANDIDATES]
     return out
 
 
@@ -158,11 +166,10 @@ def detect(*, org_id: int, node_ids: list[int]) -> int:
     # "no" from the judge stores nothing, so the Conflict row could not stop the second paid call.
     seen: set[tuple[int, int]] = set()
     for node in nodes:
-        cands = _candidates(node)
-        others = {n.id: n for n in Node.objects.filter(id__in=[c for c, _ in cands])}
-        for cid, sim in cands:
-            other = others.get(cid)
-            if other is None or not _same_subject(node, other):
+        if heuristics.asks_only(node.text):
+            continue  # a question asserts nothing, so contradicts nothing (nor is worth a judge call)
+        for other, sim in _candidates(node):
+            if not _same_subject(node, other):
                 continue
             a, b = sorted((node, other), key=lambda n: n.id)
             if (a.id, b.id) in seen:

@@ -34,8 +34,34 @@ def _sentences(text: str) -> list[str]:
 # Spoken questions often come without a "?": "Should I quit my job" is no fact.
 _AUX = ("do|does|did|am|is|are|was|were|can|could|should|would|will|shall|may|might|must|have|has|had|"
         "don't|doesn't|didn't|can't|won't|shouldn't")
-_QUESTION = re.compile(rf"^(?:(?:{_AUX})\s+(?:i|you|we|he|she|they|it|there)\b|"
-                       rf"(?:what|why|how|when|where|who|which)\s+(?:{_AUX})\b)", re.I)
+# ... nor "Is the deploy done", "What's everyone on", "Any update on NYL-520", "Does anyone know".
+_QUESTION = re.compile(rf"^(?:(?:{_AUX})\s+(?:i|you|we|he|she|they|it|there|anyone|anybody|someone|somebody|"
+                       rf"everyone|everybody|the|this|that|these|those|our|your|my)\b|"
+                       rf"(?:what|why|how|when|where|who|which)(?:\s+(?:{_AUX})\b|'s\b|'re\b)|"
+                       rf"(?:whats|hows|wheres|whos)\b|any\s+(?:update|updates|news|idea|ideas|thoughts|eta|progress)\b|"
+                       rf"(?:anyone|anybody|how\s+about|what\s+about|wondering\s+(?:if|whether))\b)", re.I)
+# "Is production still on Postgres 15", "Did Ana merge it": a verb "be"/"do"/"have" opening the
+# sentence before its subject. Not before a participle or a state: "Is done", "Was fixed yesterday".
+_ASKING_VERB = re.compile(r"^(?:is|are|was|were|does|did|has)\s+(?!(?:[a-z]+(?:ed|ing|en)|done|ready|fine|good|"
+                          r"great|ok|okay|live|up|down|back|out|not|also|still|just|already|now|a|an|no)\b)[a-z]",
+                          re.I)
+
+
+def is_question(sentence: str) -> bool:
+    """A question asks and asserts nothing: with its "?" or in an interrogative form without one."""
+    s = sentence.strip().replace("’", "'")
+    return s.rstrip("\"')]").endswith("?") or bool(_QUESTION.match(s)) or bool(_ASKING_VERB.match(s))
+
+
+def asks_only(text: str) -> bool:
+    """Whether every sentence of the text is a question: it states nothing to contradict."""
+    return not asserted(text)
+
+
+def asserted(text: str) -> str:
+    """The text without its questions: what it states ("Redis runs 6.2. Should we move to 7.4?"
+    states 6.2 only). Empty when the whole text asks."""
+    return " ".join(s for s in _sentences(text) if not is_question(s))
 _FIRST = re.compile(r"\b(I|I'm|I've|I'll|I'd|we|we're|we've|we'll)\b", re.I)
 _DECISION = re.compile(r"\b(decided|decide|agreed|agree|will|plan|planning|going to|booked|bought|chose|"
                        r"switched|moved|started|finished|joined|quit|signed|adopted|visited|went|got|"
@@ -223,8 +249,90 @@ class Statement:
     idents: frozenset[str] = frozenset()
 
 
+# Numbers that name the thing a statement is about rather than say something of it: "CI run 1224
+# passed in 26 minutes" and "CI run 1227 passed in 31 minutes" are two runs, not one run with two
+# durations; "Ticket #404 resolved" and "#408 resolved" two tickets; "Standup 16 November: ..." and
+# "Standup 17 November: ..." two standups. Such a number is taken out of the statement's numbers and
+# becomes one of its identifiers (``Statement.idents``); two statements naming different ones are
+# about different things. Values stay numbers: "runs Redis 6.2", "is on 3 December", "fixed in
+# release 3.2" (after a preposition: the release is what the fix is in, not what is spoken of).
+_MONTHS_RE = ("january|february|march|april|may|june|july|august|september|october|november|december|"
+              "jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec")
+_DATE = (rf"(?:(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m1>{_MONTHS_RE})\.?|"
+         rf"(?P<m2>{_MONTHS_RE})\.?\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\b)(?:,?\s+(?P<y>\d{{4}}))?")
+_ID_NUM = r"(?:no\.?\s*|number\s+|#\s*)?(?P<n>\d(?:[\d.\-/]*\d)?)"
+# Nouns whose number names one of many: runs, tickets, builds, orders, sprints ...
+_ID_NOUNS = (r"runs?|tickets?|issues?|bugs?|prs?|mrs?|pull\s+requests?|merge\s+requests?|builds?|jobs?|orders?|"
+             "invoices?|incidents?|cases?|sprints?|releases?|stor(?:y|ies)|tasks?|epics?|pipelines?|deploys?|"
+             "deployments?|migrations?|requests?|quotes?|contracts?|accounts?|items?|steps?|phases?|rounds?|"
+             "batch(?:es)?|iterations?|milestones?|standups?|stand-ups?|meetings?|syncs?|retros?|sessions?|"
+             "episodes?|chapters?|tests?|experiments?|alerts?|rfcs?|adrs?|changesets?|commits?")
+# A word before the noun that makes it a verb ("we run 3 replicas", "to order 5 laptops") or a
+# value ("assigned to ticket 404", "fixed in release 3.2").
+_NOT_ID_BEFORE = {"i", "we", "you", "they", "he", "she", "it", "to", "will", "would", "can", "could", "should",
+                  "must", "might", "may", "shall", "do", "does", "did", "don't", "please", "let's", "lets", "also",
+                  "is", "are", "was", "were", "be", "been", "being", "in", "into", "with", "since", "until", "till",
+                  "by", "for", "from", "before", "after", "at", "on", "than", "via", "per", "as", "about"}
+# A quantity, not a name: "run 3 times", "order 5 laptops" is excluded by its verb, this by its unit.
+_UNIT_AFTER = re.compile(r"\s*(?:%|percent|x\b|times?\b|minutes?\b|mins?\b|hours?\b|hrs?\b|days?\b|weeks?\b|"
+                         r"months?\b|years?\b|seconds?\b|secs?\b|ms\b|[kmgt]b\b|am\b|pm\b|:\d)", re.I)
+_NOUN_ID = re.compile(rf"\b(?P<noun>{_ID_NOUNS})\s+(?:{_DATE}|{_ID_NUM})(?![\w-])", re.I)
+_HASH_ID = re.compile(r"(?<![\w&])#\s?(?P<n>\d+)\b")
+# Tracker keys: NYL-520, OPS-17 (upper case as written); not names of standards ("UTF-8", "SHA-256").
+_KEY_ID = re.compile(r"\b(?!(?:UTF|SHA|MD|IPV|HTTP|TLS|SSL|COVID|ISO|MP|H)-)(?P<k>[A-Z][A-Z0-9]{1,9}-\d+)\b")
+_HEADING = re.compile(r"^\s*(?P<h>[^:\n]{1,60}?):\s")
+_DATE_RE = re.compile(_DATE, re.I)
+_NUM_RE = re.compile(r"\d(?:[\d.\-/]*\d)?")
+_SUBJECT_DATE = (re.compile(rf"^\s*(?:the\s+)?(?P<w>[a-z][\w-]*)\s+{_DATE}", re.I),
+                 re.compile(rf"^\s*(?:the\s+)?{_DATE}\s+(?P<w>[a-z][\w-]*)", re.I))
+_NOT_A_NOUN = _NOT_ID_BEFORE | {"the", "a", "an", "and", "or", "but", "of", "our", "my", "your", "their", "its"}
+
+
+def _date_ident(m: re.Match[str]) -> str:
+    month = (m["m1"] or m["m2"]).lower()[:3]
+    return f"@{int(m['d1'] or m['d2'])} {month}" + (f" {m['y']}" if m["y"] else "")
+
+
+def _identifiers(text: str) -> tuple[str, frozenset[str]]:
+    """The text with the numbers that name its referent blanked out, and those names ("#1224",
+    "nyl-520", "@16 nov")."""
+    found: list[tuple[int, int, str]] = []
+    for m in _KEY_ID.finditer(text):
+        found.append((m.start(), m.end(), m["k"].lower()))
+    for m in _HASH_ID.finditer(text):
+        found.append((m.start(), m.end(), f"#{m['n']}"))
+    for m in _NOUN_ID.finditer(text):
+        before = re.findall(r"[\w']+", text[:m.start()].lower().replace("’", "'"))
+        if before and before[-1] in _NOT_ID_BEFORE:
+            continue
+        if m["n"] is not None and _UNIT_AFTER.match(text, m.end()):
+            continue
+        name = f"#{m['n']}" if m["n"] is not None else _date_ident(m)
+        found.append((m.start("noun") + len(m["noun"]), m.end(), name))
+    # A date heading the subject: "16 November standup ...", "Standup 16 November ..."
+    for pattern in _SUBJECT_DATE:
+        sub = pattern.match(text)
+        if sub and sub["w"].lower() not in _NOT_A_NOUN:
+            date = _DATE_RE.search(text, sub.start(), sub.end())  # the date only: the noun stays a word
+            found.append((date.start(), date.end(), _date_ident(sub)))
+    # A short heading with a number or date: "Sprint 14: ...", "Standup 16 November: ...".
+    head = _HEADING.match(text)
+    if head and len(head["h"].split()) <= 5:
+        h0 = head.start("h")
+        for m in _DATE_RE.finditer(head["h"]):
+            found.append((h0 + m.start(), h0 + m.end(), _date_ident(m)))
+        for m in _NUM_RE.finditer(head["h"]):
+            if not any(a <= h0 + m.start() < b for a, b, _ in found):
+                found.append((h0 + m.start(), h0 + m.end(), f"#{m.group(0)}"))
+    chars = list(text)
+    for a, b, _ in found:
+        chars[a:b] = [" "] * (b - a)
+    return "".join(chars), frozenset(name for _, _, name in found)
+
+
 def statement(text: str, entities: list[str] | tuple[str, ...] = ()) -> Statement:
-    low = text.lower().replace("’", "'")
+    text, named = _identifiers(text.replace("’", "'"))
+    low = text.lower()
     for pat, rep in _CONTRACTIONS:
         low = re.sub(pat, rep, low)
     low = re.sub(r"n't\b", " not", low)
@@ -238,7 +346,7 @@ def statement(text: str, entities: list[str] | tuple[str, ...] = ()) -> Statemen
     core = frozenset(_lemma(t) for t in toks if t not in _NEG and t != "not" and t not in _DROP
                      and t not in numbers and t not in _NUM_WORDS and t not in places and t not in months
                      and t not in idents)
-    return Statement(negated=neg, core=core, numbers=numbers, places=places, idents=idents)
+    return Statement(negated=neg, core=core, numbers=numbers, places=places, idents=idents | named)
 
 
 def _denies_a_detail_of(denial: Statement, claim: Statement) -> bool:
@@ -331,7 +439,11 @@ def _changed_version(a_text: str, b_text: str, a: Statement, b: Statement) -> st
 
 
 def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> str | None:
-    """Why two statements of the same subject contradict, or None."""
+    """Why two statements of the same subject contradict, or None. Questions assert nothing: only
+    what each text states is compared, and a text that only asks contradicts nothing."""
+    a_text, b_text = asserted(a_text), asserted(b_text)
+    if not a_text or not b_text:
+        return None
     a, b = statement(a_text, a_entities), statement(b_text, b_entities)
     left = _left_place(a_text, b_text, a, b)
     if left:
