@@ -8,8 +8,11 @@ does not exist there is skipped and counted, never given to someone else.
 
 Through the API an org admin exports exactly what it may read (``visible_nodes`` and
 ``readable_assets``): other people's private rows, restricted rows without a grant and team rows
-of teams it is not in stay out. The management
-commands run as the operator (no tenant actor) and export everything.
+of teams it is not in stay out. Its import may neither write nor use what it may not read: such
+rows are refused (``_unreadable_row``), and rows are matched only to nodes and assets it may read
+(``_importer_reads_nodes``), so a file cannot attach edges to, or learn of, a member's private
+memory. The management commands run as the operator (no tenant actor) and export and import
+everything.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import json
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.contrib.postgres.fields import ArrayField
@@ -327,18 +331,78 @@ def _bad_types(kind: str, row: dict, bad: dict[str, list[str]]) -> dict[str, lis
 _OWNER_ONLY = {"private", "restricted"}
 
 
-def _foreign_private(kind: str, row: dict, importer: str) -> dict[str, list[str]]:
-    """An org admin may not read another member's private memory, nor restricted memory without a
-    grant, so an import through the API may not write any either: such rows owned by a user must be
-    the importer's own. Agents' rows are allowed: an org admin already acts as any agent of the org
-    (it mints their keys). The operator's ``manage.py import_memory``, a full restore, has no importer."""
-    if kind not in ("node", "asset") or row.get("visibility") not in _OWNER_ONLY:
+@dataclass(frozen=True)
+class _Importer:
+    """Who imports through the API (an org admin), by the names a file uses: what its rows may be."""
+
+    actor: object  # teams.auth.Actor
+    username: str
+    team_slugs: frozenset[str]  # the org's teams the importer is in
+    org_team_slugs: frozenset[str]  # every team of the org (a row naming another is skipped, not refused)
+    agent_teams: dict[str, str | None]  # agent name -> the slug of its team
+
+    @classmethod
+    def of(cls, org: Organization, actor) -> _Importer:
+        teams = dict(Team.objects.filter(org=org).values_list("id", "slug"))
+        return cls(actor=actor, username=actor.user.get_username(),
+                   team_slugs=frozenset(teams[i] for i in actor.team_ids if i in teams),
+                   org_team_slugs=frozenset(teams.values()),
+                   agent_teams=dict(Agent.objects.filter(org=org).values_list("name", "team__slug")))
+
+    def owns(self, row: dict) -> bool:
+        return not row.get("owner_agent") and row.get("owner_user") == self.username
+
+    def foreign_user_row(self, row: dict) -> bool:
+        """A row owned by another member: its event id is that member's, not the importer's."""
+        return not row.get("owner_agent") and not self.owns(row)
+
+
+def _unreadable_row(kind: str, row: dict, importer: _Importer) -> dict[str, list[str]]:
+    """An import through the API may not write what the importer could not read
+    (docs/permissions.md), or it would plant memories, attributed to their owner, where the
+    importer has no access:
+
+    * private or restricted rows owned by another member (nobody but the owner reads private; a
+      new restricted row has no grant);
+    * team rows of another member for a team the importer is not in (an org admin reads team
+      memory only as a member of the team, ``assets.access._visible``).
+
+    Agents' rows are allowed, as the agent could write them: an org admin already acts as any agent
+    of the org (it mints their keys). But a team row of an agent names the agent's own team or one
+    the importer is in, as an agent writes only to its own team (``memory.services._check_scope``).
+    A team row naming a team the org lacks is skipped later (``unowned``), not refused here. The
+    operator's ``manage.py import_memory``, a full restore, has no importer."""
+    if kind not in ("node", "asset"):
         return {}
-    if row.get("owner_agent") or row.get("owner_user") == importer:
+    visibility, team = row.get("visibility"), row.get("team")
+    if visibility in _OWNER_ONLY and importer.foreign_user_row(row):
+        return {"owner_user": [f"{visibility} memory of a member is imported through the API only by "
+                               f"that member ({importer.username} is not {row.get('owner_user')}); a full "
+                               "restore is `manage.py import_memory`."]}
+    if visibility != "team" or importer.owns(row) or (team and team not in importer.org_team_slugs):
         return {}
-    return {"owner_user": [f"{row['visibility']} memory of a member is imported through the API only by "
-                           f"that member ({importer} is not {row.get('owner_user')}); a full restore is "
-                           "`manage.py import_memory`."]}
+    if row.get("owner_agent"):
+        agent = row["owner_agent"]
+        if agent not in importer.agent_teams or not team or team == importer.agent_teams[agent] \
+                or team in importer.team_slugs:
+            return {}
+        return {"team": [f"team memory of agent {agent} is imported through the API only into the agent's "
+                         f"own team or a team of the importer ({importer.username} is not in {team})."]}
+    if team and team in importer.team_slugs:
+        return {}
+    return {"team": [f"team memory of a member is imported through the API only into a team the importer is "
+                     f"in ({importer.username} is not in {team or 'a team'}); a full restore is "
+                     "`manage.py import_memory`."]}
+
+
+def _foreign_event_id(event_id: str) -> str:
+    """The event id a row of another member is imported under, when no node of that member that
+    the importer may read has the row's own. Event ids are per owner (``node_event_idempotent``):
+    written as they are, the import would occupy that member's id (a later write of theirs with
+    it deduplicated onto the importer's row), and it would collide with one the importer may not
+    read, an answer that tells that the unreadable node exists. Derived the same way every time,
+    so a re-run finds the node it wrote."""
+    return "import:" + hashlib.sha256(event_id.encode()).hexdigest()[:40]
 
 
 def _owner_name(row: dict) -> tuple[str, str]:
@@ -350,7 +414,8 @@ class _Plan:
     """What the validation pass learns for the writing pass: where the file's nodes may already
     be (their event ids and time span) and the first version of each asset (its identity)."""
 
-    def __init__(self):
+    def __init__(self, importer: _Importer | None = None):
+        self.importer = importer  # who imports through the API (None: the operator's command)
         self.event_ids: set[str] = set()
         self.times: list[dt.datetime] = []
         self.first_version: dict[int, tuple[str, str]] = {}
@@ -377,19 +442,19 @@ def _duplicates(kind: str, lineno: int, row: dict, seen: dict[tuple, int]) -> di
     return bad
 
 
-def _validate(lines: Iterable[str], *, importer: str | None = None) -> _Plan:
+def _validate(lines: Iterable[str], *, importer: _Importer | None = None) -> _Plan:
     """Every row checked before the first is written, so a bad value anywhere imports nothing and
     the error names every bad line (up to ``_MAX_ERRORS``), not only the first."""
     choices = _choices()
     errors: dict[str, dict[str, list[str]]] = {}
     seen: dict[tuple, int] = {}
-    plan = _Plan()
+    plan = _Plan(importer)
     for lineno, kind, row, bad in _parsed(lines):
         if not bad and kind != "header":
             bad = _bad_values(kind, row, choices)
             bad = bad | _bad_types(kind, row, bad)
             if importer is not None:
-                bad = bad | _foreign_private(kind, row, importer)
+                bad = bad | _unreadable_row(kind, row, importer)
             if not bad:
                 bad = _duplicates(kind, lineno, row, seen)
         if bad:
@@ -399,6 +464,8 @@ def _validate(lines: Iterable[str], *, importer: str | None = None) -> _Plan:
         elif kind == "node":
             if row.get("event_id"):
                 plan.event_ids.add(row["event_id"])
+                if importer is not None and importer.foreign_user_row(row):
+                    plan.event_ids.add(_foreign_event_id(row["event_id"]))
             else:
                 plan.times.append(_aware(row["occurred_at"]))
         elif kind == "asset_version" and row["version"] == 1:
@@ -429,10 +496,26 @@ def _owner_key(owner_user_id, owner_agent_id) -> tuple:
     return ("agent", owner_agent_id) if owner_agent_id else ("user", owner_user_id)
 
 
+def _importer_reads_nodes(importer: _Importer) -> Q:
+    """The nodes an import through the API may match a row to: those the importer may read, by
+    the rule of ``memory.selectors.visible_nodes`` (restricted ones by ``restricted_node_q``), with
+    deleted ones, plus agents' nodes (the admin acts as any agent). A row matched to a node is
+    skipped and the node then stands for it (edges, sources, asset node ids), so matching an
+    unreadable one let a file attach edges to another member's private memory, and told by the
+    counts whether it existed."""
+    from .access import restricted_node_q
+
+    actor = importer.actor
+    own = Q(owner_agent=actor.agent) if actor.agent is not None else Q(owner_user=actor.user)
+    return (own | Q(owner_agent__isnull=False) | Q(visibility=Visibility.ORG)
+            | Q(visibility=Visibility.TEAM, team_id__in=list(actor.team_ids)) | restricted_node_q(actor))
+
+
 def _existing_nodes(org: Organization, plan: _Plan) -> dict[tuple, deque[int]]:
-    """The org's nodes a row of the file may be, by ``_node_key``, oldest first. Deleted ones
-    count: the event-id constraint holds for them too, and re-running an import must not bring
-    back a memory deleted since."""
+    """The org's nodes a row of the file may be, by ``_node_key``, oldest first: through the API,
+    only those the importer may read (``_importer_reads_nodes``). Deleted ones count: the event-id
+    constraint holds for them too, and re-running an import must not bring back a memory deleted
+    since."""
     q = Q()
     if plan.event_ids:
         q |= Q(event_id__in=plan.event_ids)
@@ -441,7 +524,10 @@ def _existing_nodes(org: Organization, plan: _Plan) -> dict[tuple, deque[int]]:
     found: dict[tuple, deque[int]] = {}
     if not q:
         return found
-    rows = (Node.objects.filter(org=org).filter(q).annotate(text_md5=MD5("text")).order_by("id")
+    nodes = Node.objects.filter(org=org).filter(q)
+    if plan.importer is not None:
+        nodes = nodes.filter(_importer_reads_nodes(plan.importer))
+    rows = (nodes.annotate(text_md5=MD5("text")).order_by("id")
             .values_list("id", "owner_user_id", "owner_agent_id", "event_id", "kind", "occurred_at",
                          "session_key", "seq", "text_md5"))
     for nid, user_id, agent_id, event_id, kind, occurred_at, session_key, seq, text_md5 in rows.iterator(2000):
@@ -452,13 +538,21 @@ def _existing_nodes(org: Organization, plan: _Plan) -> dict[tuple, deque[int]]:
     return found
 
 
-def _existing_assets(org: Organization) -> dict[tuple, deque[int]]:
+def _existing_assets(org: Organization, plan: _Plan) -> dict[tuple, deque[int]]:
     """The org's assets by identity, oldest first: by their first version when they have one
-    (``("first", ...)``) and by their current content (``("now", ...)``)."""
+    (``("first", ...)``) and by their current content (``("now", ...)``). Through the API only
+    those the importer may read (``assets.access.readable_assets``) and agents' assets, as for
+    nodes: a match to an unreadable one told that it exists."""
     first = {aid: (title, h) for aid, title, h in
              AssetVersion.objects.filter(org=org, version=1).values_list("asset_id", "title", "content_hash")}
     found: dict[tuple, deque[int]] = {}
-    for aid, user_id, agent_id, kind, title, h in (Asset.objects.filter(org=org).order_by("id").values_list(
+    assets = Asset.objects.filter(org=org)
+    if plan.importer is not None:
+        from .access import readable_assets
+
+        readable = readable_assets(plan.importer.actor).values("id")
+        assets = assets.filter(Q(id__in=readable) | Q(owner_agent__isnull=False))
+    for aid, user_id, agent_id, kind, title, h in (assets.order_by("id").values_list(
             "id", "owner_user_id", "owner_agent_id", "kind", "title", "content_hash")):
         owner = _owner_key(user_id, agent_id)
         if aid in first:
@@ -524,15 +618,15 @@ def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict
     once cannot both write it; a collision with a row written meanwhile by anything else is still
     refused by line (``ImportInvalid``), nothing written."""
     read = _twice(lines)
-    user = getattr(actor, "user", None)
-    plan = _validate(read(), importer=user.get_username() if actor is not None and user is not None else None)
+    importer = _Importer.of(org, actor) if actor is not None and getattr(actor, "user", None) is not None else None
+    plan = _validate(read(), importer=importer)
     with connection.cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock(hashtext('nylon.import'), %s)", [org.id])
     User = get_user_model()
     users = {u.username: u for u in User.objects.filter(memberships__org=org)}
     agents = {a.name: a for a in Agent.objects.filter(org=org)}
     teams = {t.slug: t for t in Team.objects.filter(org=org)}
-    existing_nodes, existing_assets = _existing_nodes(org, plan), _existing_assets(org)
+    existing_nodes, existing_assets = _existing_nodes(org, plan), _existing_assets(org, plan)
     claimed_nodes: set[int] = set()
     claimed_assets: set[int] = set()
     node_map: dict[int, int] = {}
@@ -580,8 +674,17 @@ def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict
                 old_id = row.pop("id")
                 for k in ("owner_user", "owner_agent", "team"):
                     row.pop(k, None)
+                # a row of another member (not the importer's, not an agent's): see _foreign_event_id
+                foreign = (importer is not None and who["owner_user"] is not None
+                           and who["owner_user"].pk != importer.actor.user.pk)
                 if kind == "node":
                     there = _claim(existing_nodes, _node_key(who_key, row), claimed_nodes)
+                    if there is None and foreign and row.get("event_id"):
+                        # Not a node of that member's the importer may read: written (or found from
+                        # an earlier run) under an event id of the import's own, whether or not an
+                        # unreadable node has the row's id (see _foreign_event_id).
+                        row["event_id"] = _foreign_event_id(row["event_id"])
+                        there = _claim(existing_nodes, _node_key(who_key, row), claimed_nodes)
                     if there is not None:
                         node_map[old_id] = there
                         counts["skipped"] += 1
@@ -605,6 +708,8 @@ def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict
                     asset_map[old_id] = a
                 counts[kind] += 1
             elif kind == "edge":
+                # node_map holds only nodes the importer may read (written from a row it may read,
+                # or matched among readable ones), so both ends of an edge are readable.
                 if row["src"] in node_map and row["dst"] in node_map:
                     _, created = Edge.objects.get_or_create(
                         org=org, src_id=node_map[row["src"]], dst_id=node_map[row["dst"]], kind=row["kind"],
