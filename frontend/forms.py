@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy as _
 from assets.models import AssetKind, AssetStatus, AuditEvent, BindingMode, Permission
 from memory.engine.types import MAX_K
 from memory.models import NodeKind, Visibility
-from teams.models import Role, Scope, TeamRole
+from teams.models import AGENT_DEFAULT_VISIBILITIES, Role, Scope, TeamRole
 
 from .console import parse_id
 from .selectors import MAX_PAGE_SIZE, PAGE_SIZE, AssetFilters, NodeFilters
@@ -129,10 +129,17 @@ class AgentForm(forms.Form):
     name = forms.CharField(label=_("Name"), max_length=200)
     description = forms.CharField(label=_("Description"), max_length=2000, required=False)
     team = forms.TypedChoiceField(label=_("Team"), required=False, coerce=int, empty_value=None)
+    default_visibility = forms.TypedChoiceField(
+        label=_("Its writes are shared with"), required=False, empty_value=None,
+        choices=[("", _("its team if it has one, else nobody"))] + AGENT_DEFAULT_VISIBILITIES)
 
     def __init__(self, *args, teams=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["team"].choices = [("", _("no team"))] + [(t.id, t.name) for t in teams]
+
+
+class AgentSharingForm(forms.Form):
+    default_visibility = forms.ChoiceField(label=_("Its writes are shared with"), choices=AGENT_DEFAULT_VISIBILITIES)
 
 
 class KeyForm(forms.Form):

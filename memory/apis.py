@@ -44,7 +44,10 @@ class TurnInput(StrictSerializer):
 
 
 class WriteScopeInput(StrictSerializer):
-    visibility = serializers.ChoiceField(choices=WRITE_VISIBILITIES, default=Visibility.PRIVATE)
+    visibility = serializers.ChoiceField(
+        choices=WRITE_VISIBILITIES, required=False, default=None,
+        help_text="Who may read it. Default: an agent's default_visibility (its team for an agent created in a "
+                  "team), private for a person.")
     team_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
 
 
@@ -362,8 +365,8 @@ def _bulk_session(raw, index: int = 0, seen: dict | None = None) -> tuple[dict |
     key = _text_field(raw, "session_key", 200, err, required=True)
     if "session_key" not in err and not key:
         err["session_key"] = ["This field may not be blank."]
-    visibility = raw.get("visibility", Visibility.PRIVATE)
-    if visibility not in WRITE_VISIBILITIES:
+    visibility = raw.get("visibility")  # None: the writer's default
+    if visibility is not None and visibility not in WRITE_VISIBILITIES:
         err["visibility"] = [f'"{visibility}" is not a valid choice.']
     team_id = raw.get("team_id")
     if team_id is not None and (type(team_id) is not int or team_id < 1):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import NamedTuple
@@ -72,6 +72,14 @@ def _owner_fields(actor: Actor) -> dict:
     return {"owner_user": actor.user, "owner_agent": None}
 
 
+def default_visibility(actor: Actor) -> str:
+    """What a write that names no visibility gets: an agent's own default (teams.Agent.default_visibility),
+    private for a person."""
+    if actor.agent is not None:
+        return actor.agent.default_visibility or Visibility.PRIVATE
+    return Visibility.PRIVATE
+
+
 def _check_scope(actor: Actor, visibility: str, team: Team | None) -> Team | None:
     if visibility == Visibility.TEAM and team is None:
         if actor.agent is not None and actor.agent.team_id:
@@ -93,14 +101,16 @@ def weave_session(
     actor: Actor,
     turns: Sequence[TurnIn],
     session_key: str = "",
-    visibility: str = Visibility.PRIVATE,
+    visibility: str | None = None,
     team: Team | None = None,
     source_kind: str = SourceKind.API,
     end_session: bool = False,
     request_id: str = "",
 ) -> WeaveResult:
+    """``visibility`` None: the writer's default (``default_visibility``)."""
     if not turns:
         raise ValidationError({"turns": ["At least one turn is required."]})
+    visibility = visibility or default_visibility(actor)
     team = _check_scope(actor, visibility, team)
     now = timezone.now()
     texts = [turn_text(t.text, t.caption) for t in turns]
@@ -398,7 +408,7 @@ DEFERRED_LINKS = ["entity_edges", "similar_edges", "conflict_checks"]
 class SessionIn:
     session_key: str
     turns: Sequence[TurnIn]
-    visibility: str = Visibility.PRIVATE
+    visibility: str | None = None  # None: the writer's default
     team: Team | None = None
     end_session: bool = False
 
@@ -447,6 +457,8 @@ def bulk_ingest(
     transaction in batches (``embed=False`` leaves them to the batch's background task). Entity
     and similarity edges and conflict checks are not on this path: they run after commit in
     ``enrich_batch`` (an ``IngestBatch`` row keeps that work durable)."""
+    fallback = default_visibility(actor)
+    sessions = [s if s.visibility else replace(s, visibility=fallback) for s in sessions]
     teams, rows = _bulk_plan(actor, sessions)
     now = timezone.now()
     vectors = _embed_new_rows(actor, rows) if embed else {}

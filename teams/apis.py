@@ -13,7 +13,7 @@ from nylon_project.pagination import CursorPage
 from nylon_project.schema import ErrorResponse
 
 from . import access, selectors, services
-from .models import InvitationStatus, Role, Scope, TeamRole
+from .models import AGENT_DEFAULT_VISIBILITIES, InvitationStatus, Role, Scope, TeamRole
 
 
 class OrgOutput(serializers.Serializer):
@@ -296,6 +296,8 @@ class AgentOutput(serializers.Serializer):
     description = serializers.CharField()
     team_id = serializers.IntegerField(allow_null=True)
     is_active = serializers.BooleanField()
+    default_visibility = serializers.CharField(
+        help_text="What the agent's writes get when they name no visibility: private, team or org.")
     created_at = serializers.DateTimeField()
 
 
@@ -306,6 +308,10 @@ class AgentListCreateApi(Api):
         name = serializers.CharField(max_length=200)
         description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
         team_id = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+        default_visibility = serializers.ChoiceField(
+            choices=AGENT_DEFAULT_VISIBILITIES, required=False,
+            help_text="What its writes get when they name no visibility. Default: team when team_id is given, "
+                      "else private.")
 
     @extend_schema(responses=AgentOutput(many=True))
     def get(self, request):
@@ -332,6 +338,7 @@ class AgentDetailApi(Api):
         description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
         team_id = serializers.IntegerField(required=False, allow_null=True, min_value=1)
         is_active = serializers.BooleanField(required=False)
+        default_visibility = serializers.ChoiceField(choices=AGENT_DEFAULT_VISIBILITIES, required=False)
 
     @extend_schema(responses=AgentOutput)
     def get(self, request, agent_id: int):
@@ -341,8 +348,8 @@ class AgentDetailApi(Api):
 
     @extend_schema(request=InputSerializer, responses=AgentOutput)
     def patch(self, request, agent_id: int):
-        """Changes an agent's name, description, team or is_active (false revokes its keys). Org admins only.
-        """
+        """Changes an agent's name, description, team, default_visibility or is_active (false revokes its keys).
+        Org admins only. Taking an agent whose default is team out of its team makes the default private."""
 
         agent = access.access_agent_by_id(request.actor, agent_id, for_write=True)
         s = self.InputSerializer(data=request.data)

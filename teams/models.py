@@ -77,6 +77,10 @@ class TeamMembership(models.Model):
         constraints = [models.UniqueConstraint(fields=["team", "user"], name="uniq_team_membership")]
 
 
+AGENT_DEFAULT_VISIBILITIES = [("private", _("Private: the agent only")), ("team", _("Its team")),
+                              ("org", _("Organisation"))]
+
+
 class Agent(models.Model):
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agents")
     team = models.ForeignKey(Team, on_delete=models.SET_NULL, null=True, blank=True, related_name="agents")
@@ -86,6 +90,10 @@ class Agent(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     is_active = models.BooleanField(default=True)
+    # What the agent's writes get when they name no visibility (weave, sessions, bulk, MCP, the
+    # proxy's write-back). A new agent in a team shares with it (agents_create), a new agent without one
+    # keeps its writes private; agents made before this field keep "private".
+    default_visibility = models.CharField(max_length=10, choices=AGENT_DEFAULT_VISIBILITIES, default="private")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

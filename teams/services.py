@@ -628,19 +628,30 @@ def member_remove(*, actor: Actor, membership: Membership, request_id: str = "")
 
 
 @transaction.atomic
+def _check_default_visibility(value: str, team: Team | None) -> None:
+    if value == "team" and team is None:
+        raise ValidationError({"default_visibility": ["Team needs the agent to be in a team (team_id)."]})
+
+
 def agent_create(*, actor: Actor, name: str, team: Team | None = None, description: str = "",
-                 request_id: str = "") -> Agent:
+                 default_visibility: str | None = None, request_id: str = "") -> Agent:
+    """``default_visibility`` (what writes that name none get): by default the agent's team when it has
+    one, else private, so a team's agents share what they write unless told otherwise."""
     require_org_admin(actor, action="agent creation")
+    if default_visibility is None:
+        default_visibility = "team" if team is not None else "private"
+    _check_default_visibility(default_visibility, team)
     if Agent.objects.filter(org=actor.org, name=name).exists():
         raise ValidationError({"name": ["An agent with this name exists."]})
     try:
         with transaction.atomic():
             agent = Agent.objects.create(org=actor.org, name=name, team=team, description=description,
-                                         created_by=actor.user)
+                                         default_visibility=default_visibility, created_by=actor.user)
     except IntegrityError:  # the same name taken concurrently, between the check and the insert
         raise ValidationError({"name": ["An agent with this name exists."]}) from None
     audit.record(actor=actor, action="agent.create", object_type="agent", object_id=agent.id,
-                 detail={"name": name, "team": team.id if team else None}, request_id=request_id)
+                 detail={"name": name, "team": team.id if team else None, "default_visibility": default_visibility},
+                 request_id=request_id)
     return agent
 
 
@@ -650,10 +661,16 @@ def agent_update(*, actor: Actor, agent: Agent, data: dict, request_id: str = ""
         return agent
     changed = {}
     was_active = agent.is_active
-    for field in ("name", "description", "team", "is_active"):
+    for field in ("name", "description", "team", "is_active", "default_visibility"):
         if field in data:
             setattr(agent, field, data[field])
             changed[field] = data[field].id if isinstance(data[field], Team) else data[field]
+    if agent.default_visibility == "team" and agent.team is None:
+        if "default_visibility" in data:
+            _check_default_visibility(agent.default_visibility, None)
+        # Taken out of its team: its later writes have no team to share with, so they turn private
+        # (the narrower choice) rather than fail.
+        agent.default_visibility = changed["default_visibility"] = "private"
     if "name" in data and Agent.objects.filter(org=actor.org, name=agent.name).exclude(pk=agent.pk).exists():
         raise ValidationError({"name": ["An agent with this name exists."]})
     try:

@@ -20,6 +20,7 @@ from .. import selectors
 from ..console import add_form_errors, console_view, request_id
 from ..forms import (
     AgentForm,
+    AgentSharingForm,
     AuditFilterForm,
     KeyForm,
     MemberAddForm,
@@ -220,11 +221,22 @@ def agent_detail(request, agent_id: int):
         services.agent_deactivate(actor=actor, agent=agent, request_id=rid)
         messages.success(request, _("Agent deactivated; its keys are revoked."))
         return redirect("frontend:agent", agent_id=agent.id)
+    elif op == "sharing":
+        sharing = AgentSharingForm(request.POST)
+        if not sharing.is_valid():
+            messages.error(request, _("Unknown choice."))
+            return redirect("frontend:agent", agent_id=agent.id)
+        services.agent_update(actor=actor, agent=agent, data=sharing.cleaned_data, request_id=rid)
+        messages.success(request, _("Saved: its writes that name no visibility get “%(v)s”.")
+                         % {"v": agent.get_default_visibility_display()})
+        return redirect("frontend:agent", agent_id=agent.id)
     keys = None
     if actor.is_org_admin:  # keys are for org admins only (teams.access.access_key_by_id)
         keys = team_selectors.key_list(actor=actor, agent=agent).order_by("-id")
     # The plain key is rendered once, in this response only (never stored, never redirected).
+    sharing_form = AgentSharingForm(initial={"default_visibility": agent.default_visibility})
     return page(request, "frontend/agent.html", {"agent": agent, "keys": keys, "key_form": key_form,
+                                                 "sharing_form": sharing_form,
                                                  "plain_key": plain_key, "nav": "agents"},
                 status=400 if op == "key" and plain_key is None else 200)
 
