@@ -7,8 +7,10 @@ by diffusion (so they are not even a path), and cannot be returned.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
+from datetime import date, timedelta
 
 import numpy as np
 
@@ -16,7 +18,7 @@ from .graph import Graph
 from .index import TenantIndex
 from .ranking import COSINE_TIE_ABS, rank_order
 from .router import is_time_question
-from .text import canonical_entity, extract_entities
+from .text import canonical_entity, extract_entities, resolve_times
 from .tokenize import tokenize
 from .types import (
     MAX_K,
@@ -255,6 +257,11 @@ def resonate(
             v_ids, v_sc = _vector_feedback(index, qvec, first, vis, seedable, params)
             if v_ids is not None:
                 extra += ((v_ids, v_sc, params.w_vprf),)
+    in_dates = _date_focus(index, query_text, now_days, seedable, params) if params.w_date > 0 else None
+    if in_dates is not None:
+        d_ids, d_sc = _date_list(index, in_dates, bm, qvec, params.n_lex)
+        if d_ids.size:
+            extra += ((d_ids, d_sc, params.w_date),)
     seed_l, seed_a = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc, extra=extra)
     lex_rank = {int(x): r for r, x in enumerate(lex_ids.tolist(), 1)}
     vec_rank = {int(x): r for r, x in enumerate(vec_ids.tolist(), 1)}
@@ -301,6 +308,8 @@ def resonate(
             final = final + params.w_time / (params.rrf_k + 1) * index.col("has_time")[cand]
         if params.w_ent > 0:
             final = final + params.w_ent / (params.rrf_k + 1) * _entity_match(index, cand, query_text)
+        if in_dates is not None:
+            final = final + params.w_date / (params.rrf_k + 1) * in_dates[cand]
     elif params.rerank and qvec is not None and params.w_rerank > 0 and cand.size:
         cos = index.vectors.cosine(cand, qvec)
         # Scores are finite for sane tension inputs; guard the normalisation anyway so one
@@ -484,6 +493,50 @@ def _session_scores(index, cand, bm, top):
     hit = (keys[pos] == cs) & (cs != 0)
     out[hit] = sums[pos[hit]]
     return out
+
+
+_EPOCH = date(1970, 1, 1)
+
+
+def _date_focus(index, query_text, now_days, seedable, params):
+    """Seedable nodes that happened on a day or in a week the query names (None: it names none).
+
+    Times resolve against today (from ``now_days``), so "last Tuesday" is the Tuesday before now;
+    a node's time is its ``occurred_at`` (UTC days)."""
+    if not query_text or not math.isfinite(now_days):
+        return None
+    try:
+        today = _EPOCH + timedelta(days=math.floor(now_days))
+    except OverflowError:
+        return None
+    spans = [(m.start, m.end) for m in resolve_times(query_text, today)
+             if (m.end - m.start).days < params.date_max_span_days]
+    if not spans:
+        return None
+    occ = index.col("occurred_at")
+    inside = np.zeros(index.n, dtype=bool)
+    with np.errstate(invalid="ignore"):  # NaN (no time) compares False
+        for start, end in spans:
+            inside |= (occ >= (start - _EPOCH).days) & (occ < (end - _EPOCH).days + 1)
+    return inside & seedable
+
+
+def _date_list(index, in_dates, bm, qvec, n):
+    """The nodes of the named dates, best first: reciprocal ranks of their turn BM25 score and of
+    their cosine to the query (what the question asks about, among what happened then)."""
+    ids = np.flatnonzero(in_dates).astype(np.int64)
+    if ids.size == 0:
+        return ids, np.empty(0)
+    lex = np.full(ids.size, np.nan)  # no query term: no lexical rank (0 in the fusion)
+    if bm.locals.size:
+        pos = np.minimum(np.searchsorted(bm.locals, ids), bm.locals.size - 1)
+        hit = bm.locals[pos] == ids
+        lex[hit] = bm.scores[pos[hit]]
+    fused = _rr(lex, 60, ids)
+    if qvec is not None:
+        fused = fused + _rr(index.vectors.cosine(ids, qvec), 60, ids, COSINE_TIE_ABS)
+    order = np.lexsort((ids, -fused))[:n]
+    return ids[order], fused[order]
 
 
 def _speaker_match(index, cand, query_text, vis):

@@ -146,6 +146,12 @@ class ResonateParams:
     # Time focus: for "when ..." questions, the same bonus for candidates whose own text carries
     # a resolvable time expression ("yesterday", "last May"); 0 = off.
     w_time: float = 1.0
+    # Date focus: a query naming a day or a week ("on November 24", "last Tuesday", "yesterday",
+    # resolved against now) gets a seed channel of the visible nodes that happened then (ranked by
+    # turn BM25, then cosine), weight ``w_date``, and its candidates from then the same bonus as
+    # ``w_time``; spans of ``date_max_span_days`` or more (months, years) are not a focus; 0 = off.
+    w_date: float = 1.0
+    date_max_span_days: int = 14
     # Pseudo-relevance feedback: the ``prf_docs`` best fused seeds' windows give ``prf_terms``
     # expansion terms (tf x idf), weighted ``prf_beta`` in a second window-BM25 pass whose ranked
     # list joins the seed channels with weight ``w_prf``; n_prf = 0 = off. Expansion terms must

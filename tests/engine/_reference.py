@@ -7,13 +7,14 @@ matrices so they share no code (and no clever indexing) with the engine.
 from __future__ import annotations
 
 import math
+from datetime import date, timedelta
 
 import numpy as np
 
 from memory.engine import NodeKind, ResonateParams, Scope, TenantIndex, tokenize
 from memory.engine.ranking import COSINE_TIE_ABS, RANK_TIE_EPS
 from memory.engine.router import is_time_question
-from memory.engine.text import canonical_entity, extract_entities, has_time_expression
+from memory.engine.text import canonical_entity, extract_entities, has_time_expression, resolve_times
 
 
 def dense_adjacency(index: TenantIndex) -> np.ndarray:
@@ -223,6 +224,25 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
             wc2 = {j: window_cos2(j) for i in pool for j in windows[i] if seedable[j]}
             wc2 = {j: v for j, v in wc2.items() if not math.isnan(v)}
             channels.append((_tie_sorted(wc2, COSINE_TIE_ABS)[: params.n_wvec], params.w_vprf))
+    # Date focus: the seedable nodes that happened on the day(s)/week(s) the query names.
+    in_dates: set[int] = set()
+    named = False
+    if params.w_date > 0 and query_text and math.isfinite(now):
+        epoch = date(1970, 1, 1)
+        occ = index.col("occurred_at")
+        for m in resolve_times(query_text, epoch + timedelta(days=math.floor(now))):
+            if (m.end - m.start).days >= params.date_max_span_days:
+                continue
+            named = True
+            lo, hi = (m.start - epoch).days, (m.end - epoch).days + 1
+            in_dates |= {i for i in range(n) if seedable[i] and not math.isnan(occ[i]) and lo <= occ[i] < hi}
+    if in_dates:
+        ids = sorted(in_dates)
+        score = _rank_recip({i: lex[i] if lex[i] > 0 else math.nan for i in ids}, 60)
+        if unit_q is not None:
+            cos_r = _rank_recip({i: float(mat[i] @ unit_q) if has[i] else math.nan for i in ids}, 60, COSINE_TIE_ABS)
+            score = {i: score[i] + cos_r[i] for i in ids}
+        channels.append((sorted(ids, key=lambda i: (-score[i], i))[: params.n_lex], params.w_date))
     fused = rrf(channels)
     if not fused:
         return []
@@ -283,6 +303,10 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
             for i in final:
                 if has_time_expression(index.texts[i]):
                     final[i] += params.w_time * bonus
+        if named:
+            for i in final:
+                if i in in_dates:
+                    final[i] += params.w_date * bonus
         scored = final
     elif params.rerank and unit_q is not None:
         mx = max(scored.values())

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import date
+
 import numpy as np
 import pytest
 
@@ -19,10 +21,12 @@ from ._reference import dense_adjacency, ref_diffuse, ref_resonate
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron".split()
 
 
-def _random_index(rng: np.random.Generator, n: int = 40, m: int = 90, dim: int = 8) -> TenantIndex:
+def _random_index(rng: np.random.Generator, n: int = 40, m: int = 90, dim: int = 8,
+                  occurred: bool = False) -> TenantIndex:
     idx = TenantIndex(dim)
     recs = []
     for i in range(n):
+        when = float(rng.uniform(0, 12)) if occurred and rng.random() < 0.9 else float("nan")
         words = list(rng.choice(WORDS, size=int(rng.integers(2, 7))))
         if rng.random() < 0.2:
             words.append("yesterday")  # a resolvable time expression
@@ -41,6 +45,7 @@ def _random_index(rng: np.random.Generator, n: int = 40, m: int = 90, dim: int =
                 vector=None if rng.random() < 0.15 else rng.normal(size=dim),
                 session_key=int(rng.integers(0, 3)),
                 seq=i,
+                occurred_at=when,
             )
         )
     idx.upsert_nodes(recs)
@@ -104,6 +109,45 @@ def test_resonate_matches_reference(seed: int, depth: int, variant: dict) -> Non
             assert all(kinds[h.local] != NodeKind.BRIDGE for h in got.hits)
             assert all(allowed[h.local] for h in got.hits)
             assert all(allowed[s.local] and kinds[s.local] != NodeKind.BRIDGE for s in got.seeds)
+
+
+@pytest.mark.parametrize("variant", [{}, _NO_FEEDBACK, {"w_date": 3.0, "n_lex": 3}])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_resonate_with_a_date_in_the_query_matches_reference(seed: int, variant: dict) -> None:
+    rng = np.random.default_rng(seed)
+    idx = _random_index(rng, occurred=True)  # nodes happened on days 0-12 after 1970-01-01
+    allowed = idx.visibility_mask(owner_keys=[1])
+    params = ResonateParams(**{"depth": 1, "n_lex": 5, "n_vec": 5, "n_win": 5, "n_wvec": 5, "k": 8, **variant})
+    for when in ("yesterday", "on 5 January", "last week", "on Tuesday", "in March", ""):
+        q = f"what did Ann say {when} about " + " ".join(rng.choice(WORDS, size=2))
+        for vec in (rng.normal(size=8), None):
+            got = resonate(idx, query_text=q, query_vec=vec, allowed=allowed, params=params, now_days=12.5)
+            ref = ref_resonate(idx, q, vec, allowed, params, 12.5)
+            assert [h.node_id for h in got.hits] == [r[0] for r in ref], q
+            np.testing.assert_allclose([h.score for h in got.hits], [r[1] for r in ref], rtol=1e-6, atol=1e-6)
+
+
+def test_a_named_day_brings_what_happened_that_day() -> None:
+    # "What did we decide on November 24?": the decisions of that day, not every text with 24 in it.
+    day = (date(2026, 11, 24) - date(1970, 1, 1)).days
+    idx = TenantIndex(4)
+    recs = [NodeRecord(1, "Standup 24 November: what is everyone on?", scope=Scope.ORG, occurred_at=day - 2.5),
+            NodeRecord(2, "ticket 24 closed, the 24 hour window holds", scope=Scope.ORG, occurred_at=day - 5.5),
+            NodeRecord(3, "We decided to move feature flags to LaunchDarkly.", scope=Scope.ORG, occurred_at=day + 0.4),
+            NodeRecord(4, "Decision: Marcus now owns the billing migration.", scope=Scope.ORG, occurred_at=day + 0.6),
+            NodeRecord(5, "We decided to keep the old CI runners.", scope=Scope.ORG, occurred_at=day - 7.5)]
+    idx.upsert_nodes(recs)
+    allowed = np.ones(idx.n, dtype=bool)
+    now = day + 6.0
+    got = resonate(idx, query_text="What did we decide on November 24?", allowed=allowed,
+                   params=ResonateParams(k=3), now_days=now)
+    assert {h.node_id for h in got.hits[:2]} == {3, 4}, [(h.node_id, h.text) for h in got.hits]
+    off = resonate(idx, query_text="What did we decide on November 24?", allowed=allowed,
+                   params=ResonateParams(k=3, w_date=0.0), now_days=now)
+    assert {h.node_id for h in off.hits[:2]} != {3, 4}  # what the date focus adds
+    last = resonate(idx, query_text="What did we decide last Tuesday?", allowed=allowed,
+                    params=ResonateParams(k=2), now_days=now)  # 2026-11-30 is a Monday: Tuesday the 24th
+    assert {h.node_id for h in last.hits} == {3, 4}
 
 
 def _chain_index(

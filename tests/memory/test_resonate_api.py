@@ -208,3 +208,31 @@ def test_read_only_key_may_resonate_but_not_weave(world, client_for):
     r = c.post("/api/v1/memories/resonate", {"query": "Ben's cat", "reinforce": False}, format="json")
     assert r.status_code == 200 and r.json()["hits"]
     assert c.post("/api/v1/memories/weave", {"text": "x"}, format="json").status_code == 403
+
+
+def test_a_question_about_a_day_brings_what_happened_that_day(world, client_for):
+    # Sessions written as they happened (occurred_at); "last Tuesday" is resolved against today.
+    from datetime import UTC, datetime, timedelta
+
+    today = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0)
+    back = (today.weekday() - 1) % 7 or 7  # the Tuesday before today (a week back on a Tuesday)
+    tuesday = today - timedelta(days=back)
+    c = client_for(world["a"].key)
+    days = {tuesday - timedelta(days=d): d for d in (0, 1, 2, 3)}
+    label = f"{tuesday.day} {tuesday:%B}"
+    # Other days' texts say the words of the question (the day's name and date, "decide"); only
+    # the Tuesday session happened on the day asked about.
+    texts = {0: "We decided to move the feature flags to LaunchDarkly.",
+             1: f"Standup agenda for {label}, Tuesday: what do we decide then?",
+             2: "Tuesday retro: we decided to decide on Tuesdays only.",
+             3: f"Reminder: decide the {label} offsite menu by Tuesday."}
+    for when, d in days.items():
+        body = {"session_key": f"day-{d}", "turns": [
+            {"speaker": "planner", "text": texts[d], "occurred_at": when.isoformat()},
+            {"speaker": "coder", "text": "Sounds good, noted.", "occurred_at": (when + timedelta(minutes=1)).isoformat()},
+        ]}
+        assert c.post("/api/v1/memories/weave-session", body, format="json").status_code == 201
+    for query in ("What did we decide last Tuesday?", f"What did we decide on {tuesday:%B} {tuesday.day}?"):
+        r = c.post("/api/v1/memories/resonate", {"query": query, "k": 3}, format="json")
+        assert r.status_code == 200, r.content
+        assert r.json()["hits"][0]["text"] == texts[0], (query, [h["text"] for h in r.json()["hits"]])
