@@ -14,6 +14,7 @@ cut carries a marker (counted in the budget) and every item the budget left out 
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -24,6 +25,7 @@ from teams.models import Scope
 from . import access
 from .models import AgentBinding, AssetKind, AssetStatus, BindingMode
 
+log = logging.getLogger(__name__)
 MEMORY_CALL_BUDGET = 3
 # A recalled memory cut to the recall budget's last room keeps at least this much of its own text
 # (a few words); with less room a shorter, lower-ranked memory that fits whole may take it instead.
@@ -119,6 +121,23 @@ NO_MATCH = {
     "zh": "（没有与此查询匹配的记忆：以下各条与查询既无共同词语，含义也不明显接近。它们只是最接近的记忆，很可能无法回答该问题。）",
     "es": "(Ningún recuerdo guardado coincide con esta consulta: ninguno de abajo comparte una palabra con ella "
           "ni se le acerca claramente en sentido. Son solo los más cercanos y probablemente no la responden.)",
+}
+# Said at the top of the dynamic part while the org's LLM is degraded: the agent otherwise sees a
+# memory that looks complete (resonate and context said degraded: [] through an LLM outage).
+# ``{error}`` is the state's error class (out_of_credit, timeout…), never a message, host or key.
+LLM_DEGRADED = {
+    "en": "(Note: the memory service's LLM is failing ({error}): facts distilled from recent conversations "
+          "may be missing or rougher, and contradictions unflagged. The verbatim turns are complete.)",
+    "fr": "(Note : le LLM du service de mémoire est en échec ({error}) : des faits tirés des conversations "
+          "récentes peuvent manquer ou être plus grossiers, et des contradictions ne pas être signalées. "
+          "Les échanges verbatim sont complets.)",
+    "de": "(Hinweis: das LLM des Gedächtnisdienstes fällt aus ({error}): aus jüngsten Gesprächen gewonnene "
+          "Fakten können fehlen oder gröber sein, Widersprüche unmarkiert bleiben. Die wörtlichen Beiträge "
+          "sind vollständig.)",
+    "zh": "（注意：记忆服务的 LLM 当前失败（{error}）：从近期对话提炼的事实可能缺失或较粗略，矛盾可能未被标记。原始对话是完整的。）",
+    "es": "(Nota: el LLM del servicio de memoria está fallando ({error}): pueden faltar hechos extraídos de "
+          "conversaciones recientes o ser más toscos, y contradicciones sin señalar. Los turnos literales están "
+          "completos.)",
 }
 HEADINGS = {
     "en": ("## Persona and standing knowledge", "## Scenario index (read one with memory_get)",
@@ -243,7 +262,10 @@ class ContextResult:
     truncated: dict = field(default_factory=dict)
     dropped: dict = field(default_factory=dict)
     budget: dict = field(default_factory=dict)
-    degraded: list[str] = field(default_factory=list)  # as in resonate: "embedder" = lexical recall only
+    # as in resonate: "embedder" = lexical recall only; "llm" = the org's LLM is failing (reason in
+    # degraded_reasons: facts may be missing)
+    degraded: list[str] = field(default_factory=list)
+    degraded_reasons: dict[str, str] = field(default_factory=dict)
     # True when a query recalled memories and none of them matches it (recall_matches); the text then
     # says so above the lines
     no_match: bool = False
@@ -259,8 +281,25 @@ class ContextResult:
             "recall": self.recall, "no_match": self.no_match,
             "truncated": self.truncated, "dropped": self.dropped, "budget": self.budget,
             "memory_call_budget": MEMORY_CALL_BUDGET,
-            "degraded": self.degraded,
+            "degraded": self.degraded, "degraded_reasons": self.degraded_reasons,
         }
+
+
+def llm_degraded(org) -> str | None:
+    """The error class of the org's LLM while it is degraded (any task kind failing or falling back,
+    as /healthz and background/status read it), else None. Only the class: the state's ``detail``
+    may quote a provider's message. Best effort: a state that cannot be read says nothing."""
+    from reflection.llm import llm_state
+
+    try:
+        state = llm_state(org)
+    except Exception:  # noqa: BLE001 - a misconfigured LLM or Redis down must not fail the context
+        log.warning("context: LLM state unreadable", exc_info=True)
+        return None
+    if state.get("status") != "degraded":
+        return None
+    error = str(state.get("last_error") or "failing")
+    return error if error.replace("_", "").isalnum() else "failing"
 
 
 def bound_assets(actor: Actor):
@@ -360,9 +399,20 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
             no_match = bool(query_tokens) and not any(r["matched"] for r in recall)
             note = [NO_MATCH[language]] if no_match else []
             dynamic_text = "\n".join([heads[2], *note, *(recall_line(r) for r in recall)])
+    reasons = {}
+    if "embedder" in degraded:
+        reasons["embedder"] = "the embedder is unavailable: recall by words only"
+    llm_error = llm_degraded(actor.org)
+    if llm_error is not None:
+        # In the dynamic part (it changes with the outage, the stable prefix must not), first, and
+        # with or without a query: the model should read it before trusting the memory as complete.
+        degraded.append("llm")
+        reasons["llm"] = (f"the LLM is failing ({llm_error}): facts distilled from recent conversations may be "
+                          "missing or heuristic, contradictions unflagged; verbatim turns are complete")
+        dynamic_text = "\n\n".join(x for x in (LLM_DEGRADED[language].format(error=llm_error), dynamic_text) if x)
     tools = [{"asset_id": a.id, "kind": a.kind, "title": a.title} for _, a in tool_pairs]
     return ContextResult(language=language, stable_text=stable_text, stable_hash=stable_hash,
                          dynamic_text=dynamic_text, full=full, index=index, tools=tools, recall=recall,
                          truncated=truncated, dropped=dropped, budget=budget.__dict__ | {}, degraded=degraded,
-                         no_match=no_match)
+                         degraded_reasons=reasons, no_match=no_match)
 
