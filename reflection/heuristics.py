@@ -124,8 +124,13 @@ def _rewrite(text: str, speaker: str) -> str:
     out = re.sub(_I, s, out)
     out = _sub_outside(_MY_KEEP, r"\b[Mm]y\b", f"{s}'s", out)
     out = re.sub(r"\b(me|myself)\b", s, out)
+    # "our" is the group's that "we" names: "their" once "we" has named it in the sentence
+    has_we = re.search(r"\b[Ww]e\b", out) is not None
+    # "we'll" → "... and others will": the "we" of a contraction came out as "and others'll"
+    for short, full in (("ll", "will"), ("re", "are"), ("ve", "have"), ("d", "would")):
+        out = re.sub(rf"\b[Ww]e'{short}\b", f"{s} and others {full}", out)
     out = re.sub(r"\b[Ww]e\b", f"{s} and others", out)
-    out = re.sub(r"\b[Oo]ur\b", f"{s}'s group's", out)
+    out = re.sub(r"\b[Oo]ur\b", "their" if has_we else f"{s}'s group's", out)
     return out
 
 
@@ -157,7 +162,10 @@ _RECURRING = re.compile(r"\b(?:every|each)\s+(?:other\s+)?(?:day|week|month|year
 def _when(sentence: str, occurred_at: datetime | None) -> str:
     if occurred_at is None:
         return ""
-    mentions = resolve_times(sentence, occurred_at)
+    # A deadline or schedule with no "will"/"next" of its own still looks ahead: resolve it as if
+    # the sentence said so (the cue goes before the final stop, inside the same sentence).
+    ahead = bool(_AHEAD.search(sentence))
+    mentions = resolve_times(sentence.rstrip(".!") + " will" if ahead else sentence, occurred_at)
     # One date for the whole fact only when the sentence names one time: "visited Rome on Monday
     # and will visit Paris on Friday" has two, and either date would be wrong for the other half;
     # a habit ("every Monday", "on Mondays") happens on no single date.
@@ -173,16 +181,111 @@ def _when(sentence: str, occurred_at: datetime | None) -> str:
     return f" (in {t.start.year})"
 
 
+# Work events, whoever they are told of: a team's chat says "Decision: Postgres 16 for billing",
+# "Ana now owns the on-call rota", "Deployed v2.4 to staging" without any "I" — the personal
+# triggers above (booked, visited, love ...) found 6 facts in 269 turns of it.
+_WORK = re.compile(
+    r"\b(?:decided|decision\s*:|agreed|agreement\s*:|chose|chosen|switched|migrated|upgraded|downgraded|"
+    r"deployed|released|shipped|merged|fixed|resolved|closed|launched|approved|signed\s+off|rolled\s+(?:back|out)|"
+    r"cancell?ed|postponed|(?:re)?scheduled|promised|committed|will\s+deliver|delivered|owns|told|assured|"
+    r"guaranteed|(?:is|are)\s+(?:now\s+)?(?:responsible|accountable)\s+for|"
+    r"(?:is|are)\s+(?:now\s+)?in\s+charge\s+of|assigned\s+to|(?:moved|moving)\b[^.;]*?\bto)(?!\w)", re.I)
+# "Task NYL-520 done", "The billing migration is completed": done, of a piece of work.
+_DONE = re.compile(r"\b(?:done|completed?|finished)\b", re.I)
+_WORK_ITEM = re.compile(r"#\d|\b[A-Z][A-Z0-9]{1,9}-\d+\b|\b(?:tasks?|tickets?|stor(?:y|ies)|issues?|bugs?|"
+                        r"migrations?|prs?|features?|epics?|items?|exports?|rollouts?|upgrades?|reviews?|releases?|"
+                        r"deploy(?:ment)?s?|fix(?:es)?|integrations?|setups?|audits?|reports?|specs?|designs?|"
+                        r"prototypes?|handovers?|onboarding|sprints?|milestones?)\b", re.I)
+# A work verb with its subject left out, as in chat: "Deployed v2.4 to staging" → "<speaker> deployed ...".
+_BARE_VERB = re.compile(
+    r"^(?:just\s+|finally\s+|also\s+|already\s+)?(?:decided|agreed|chose|switched|migrated|moved|upgraded|"
+    r"downgraded|deployed|released|shipped|merged|fixed|resolved|closed|launched|approved|rolled|cancell?ed|"
+    r"postponed|(?:re)?scheduled|promised|committed|delivered|completed|finished|finali[sz]ed|booked|bought|"
+    r"visited|started|joined|signed|updated|bumped|added|removed|wrote|created|opened|filed|reviewed|tested|"
+    r"sent)\b(?!\s*:)", re.I)
+# Acknowledgements before what is said: "OK, we'll need more than that" says "we'll need more ...".
+_ACK = re.compile(r"^(?:(?:ok(?:ay)?|sure|alright|all\s+right|right|yes|yeah|yep|great|cool|nice|awesome|perfect|"
+                  r"noted|got\s+it|thanks|"
+                  r"thank\s+you|so|well|btw|fyi|update|quick\s+update|good\s+news|heads\s+up)\s*[,:!.\-–—]+\s*)+",
+                  re.I)
+# Proposals and requests: "Let's keep the standup short, we have the demo at 3pm" is how a meeting
+# starts, not something decided; "please deploy it" is asked, not done.
+_PROPOSAL = re.compile(r"^(?:let'?s|let\s+(?:us|me)|please|can\s+you|could\s+you|would\s+you|how\s+about)\b", re.I)
+# Courtesies: small talk, unless a work event follows ("Nice work, we shipped 3 days early").
+_COURTESY = re.compile(r"^(?:thanks|thank\s+you|sounds|see\s+you|talk\s+(?:to\s+you\s+)?(?:later|soon)|"
+                       r"good\s+(?:morning|afternoon|evening)|morning|hi|hello|hey|welcome|congrats|congratulations|"
+                       r"nice\s+work|great\s+work|good\s+job|well\s+done|no\s+worries|no\s+problem)\b", re.I)
+# Words that carry nothing on their own: a sentence made only of these (and its trigger's
+# auxiliaries) is small talk — "I'll take a look", "I have no idea", "Fixed it".
+_EMPTY = {
+    "i", "me", "my", "mine", "we", "us", "our", "you", "your", "he", "him", "his", "she", "her", "it", "its",
+    "they", "them", "their", "this", "that", "these", "those", "there", "here", "everyone", "everybody",
+    "someone", "anyone", "all", "guys", "folks", "the", "a", "an", "some", "any", "no", "every", "each",
+    "more", "less", "much", "many", "few", "lot", "lots", "bit", "am", "is", "are", "was", "were", "be",
+    "been", "being", "do", "does", "did", "done", "have", "has", "had", "will", "would", "can", "could",
+    "should", "shall", "may", "might", "must", "and", "or", "but", "so", "to", "of", "in", "on", "at", "for",
+    "with", "about", "from", "by", "as", "than", "then", "if", "when", "just", "too", "also", "very", "really",
+    "still", "yet", "already", "now", "today", "tomorrow", "tonight", "later", "soon", "again", "back", "up",
+    "out", "off", "over", "not", "never", "only", "even", "get", "got", "take", "took", "look", "looking",
+    "check", "checking", "think", "thought", "know", "see", "make", "made", "let", "try", "say", "said", "tell",
+    "mean", "guess", "hope", "want", "need", "go", "going", "come", "keep", "put", "give", "sure", "ok", "okay",
+    "yes", "yeah", "yep", "nope", "thanks", "thank", "great", "good", "nice", "cool", "awesome", "perfect",
+    "fine", "right", "sounds", "sound", "idea", "thing", "things", "stuff", "way", "fixed", "agreed", "closed",
+    "resolved", "merged", "deployed", "shipped", "decided", "finished", "completed", "complete",
+}
+# A deadline or a schedule names a time ahead: "promised the fix by Friday" is the coming Friday.
+_AHEAD = re.compile(r"\b(?:(?:re)?scheduled|postponed|pushed|moved|moving)\b[^.;]*?\b(?:to|for|until)\b|\bdue\b|"
+                    r"\bdeadline\b|\bpromised\b|\bcommitted\b|\bdeliver\b|"
+                    # the present of a plan: "the fix ships on Monday", "the freeze starts Friday"
+                    r"\b(?:ships|launches|goes\s+live|kicks\s+off|starts|begins|ends)\b", re.I)
+
+
+def _says_something(sentence: str) -> bool:
+    """A number, a name or one word beyond small talk."""
+    if re.search(r"\d", sentence):
+        return True
+    return any(len(w) >= 3 and "'" not in w and w.lower() not in _EMPTY
+               for w in re.findall(r"[A-Za-z][A-Za-z'’-]*", sentence))
+
+
+def _is_event(sentence: str, unquoted: str) -> bool:
+    if _WORK.search(unquoted):
+        return True
+    if _DONE.search(unquoted) and _WORK_ITEM.search(unquoted):
+        return True
+    # the personal forms: a first-person event, decision or preference ("I went ...", "we booked ...");
+    # the speaker's own "I" (not one in quoted speech) with an event verb anywhere in the sentence,
+    # a contracted one included ("we'll ship" is "we will ship")
+    return bool(_FIRST.search(unquoted) and _DECISION.search(_expand(sentence)))
+
+
+def _expand(text: str) -> str:
+    # Not "'m"/"'re": "I'm so proud of you" is a reaction, and the personal forms never read them.
+    for short, full in (("'ll", " will"), ("'ve", " have"), ("'d", " would")):
+        text = re.sub(rf"(?<=\w){short}\b", full, text.replace("’", "'"), flags=re.I)
+    return text
+
+
 def heuristic_fact(text: str, speaker: str, occurred_at: datetime | None) -> str | None:
-    """The first sentence stating a first-person event or decision, rewritten as a fact."""
+    """The first sentence stating an event, decision, task result or promise — a first-person one,
+    or a work event of anyone's — rewritten as a fact (I/my/we → the speaker, a subject-less "Deployed
+    v2.4" given the speaker). Questions, proposals and small talk give none."""
     for sentence in _sentences(text):
-        if not sentence or sentence.endswith("?") or len(sentence.split()) < 3 or _QUESTION.match(sentence):
+        sentence = _ACK.sub("", sentence).strip()
+        if len(sentence.split()) < 3 or is_question(sentence) or _PROPOSAL.match(sentence):
             continue
         # Only what the speaker says counts: first person inside quoted speech is someone else.
         unquoted = _QUOTED.sub(" ", sentence)
-        if not _FIRST.search(unquoted) or not _DECISION.search(sentence):
+        if not _is_event(sentence, unquoted) or not _says_something(sentence):
             continue
-        fact = rewrite_first_person(sentence.rstrip(".!"), speaker)
+        if _COURTESY.match(sentence) and not _WORK.search(unquoted):
+            continue
+        body = sentence.rstrip(".!")
+        if _BARE_VERB.match(body):
+            body = f"{speaker or 'The speaker'} {body[0].lower()}{body[1:]}"
+        fact = rewrite_first_person(body, speaker)
+        if speaker and not fact.startswith(speaker):  # "ok, the deploy is done" → "The deploy is done"
+            fact = fact[0].upper() + fact[1:]
         return fact + _when(sentence, occurred_at) + "."
     return None
 
