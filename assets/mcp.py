@@ -146,16 +146,17 @@ def _tool_call(fn: F) -> F:
     return run  # type: ignore[return-value]
 
 
-def tool_weave(actor: Actor, *, text: str, visibility: str = "private", session_key: str = "",
+def tool_weave(actor: Actor, *, text: str, visibility: str = "", session_key: str = "",
                speaker: str = "") -> dict:
+    """``visibility`` empty: the agent's default_visibility (its team for an agent made in a team)."""
     from memory import services
     from memory.apis import WeaveApi
 
     # REST weave's own serializer, so both paths accept the same input (text non-empty and at most
     # 20,000 characters, speaker and session_key at most 200, a write visibility, no NUL); the
     # wrapper of every tool (_tool_call) has already refused unstorable text (unpaired surrogates).
-    s = WeaveApi.InputSerializer(data={"text": text, "visibility": visibility, "session_key": session_key,
-                                       "speaker": speaker})
+    s = WeaveApi.InputSerializer(data={"text": text, "session_key": session_key, "speaker": speaker,
+                                       **({"visibility": visibility} if visibility else {})})
     if not s.is_valid():
         raise ToolError(f"Invalid input: {_detail(s.errors)}")
     d = s.validated_data
@@ -218,8 +219,10 @@ class _Server(MCPServer):
 def build_server() -> MCPServer:
     server = _Server(name="nylon", instructions=INSTRUCTIONS)
 
-    @server.tool(description="Save a memory (a fact, decision or result) for this agent.")
-    def memory_weave(text: str, ctx: Context, visibility: str = "private", session_key: str = "",
+    @server.tool(description="Save a memory (a fact, decision or result). visibility: private, team, org or "
+                             "restricted; left out, the agent's default (set by an admin; its team for an agent in a "
+                             "team).")
+    def memory_weave(text: str, ctx: Context, visibility: str = "", session_key: str = "",
                      speaker: str = "") -> dict[str, Any]:
         actor = _actor(ctx, Scope.WRITE)
         return tool_weave(actor, text=text, visibility=visibility, session_key=session_key, speaker=speaker)

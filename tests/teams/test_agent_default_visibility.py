@@ -116,3 +116,25 @@ def test_console_agent_page_sets_it(world, client_for):
     r = c.post("/console/agents/", {"name": "triage", "team": str(a.team.id), "default_visibility": ""})
     assert r.status_code == 302
     assert Agent.objects.get(org=a.org, name="triage").default_visibility == "team"
+
+
+def test_mcp_weave_and_proxy_write_back_use_the_default(world, client_for):
+    from assets.mcp import tool_weave
+    from proxy.writeback import write_back
+    from teams.auth import actor_for_agent
+    from teams.models import ApiKey
+
+    a = world["a"]
+    ag = Agent.objects.get(id=_agent(client_for(a.owner), name="coder", team_id=a.team.id)["id"])
+    actor = actor_for_agent(ag, scopes=frozenset({"read", "write"}))
+    out = tool_weave(actor, text="Staging runs Postgres 16.4.")
+    assert Node.objects.get(id=out["node_ids"][0]).visibility == "team"
+    out = tool_weave(actor, text="Only mine.", visibility="private")
+    assert Node.objects.get(id=out["node_ids"][0]).visibility == "private"
+
+    _key(ag.id)
+    key = ApiKey.objects.filter(agent=ag).latest("id")
+    ids = write_back(key_id=key.id, session_key="proxy-1", turns=[
+        {"text": "Which Postgres does staging run?", "speaker": "user", "event_id": "p1"},
+        {"text": "Staging runs Postgres 16.4.", "speaker": "assistant", "event_id": "p2"}])
+    assert {Node.objects.get(id=i).visibility for i in ids} == {"team"}
