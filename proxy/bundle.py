@@ -25,8 +25,9 @@ TOOLS = {
                         {"type": "object", "properties": {"query": {"type": "string"},
                                                           "k": {"type": "integer", "minimum": 1, "maximum": 20}},
                          "required": ["query"]}),
-    "memory_get": ("Read one memory (type 'node') or asset (type 'asset', e.g. a scenario of the index) in full.",
-                   {"type": "object", "properties": {"type": {"type": "string", "enum": ["node", "asset"]},
+    "memory_get": ("Read one memory (type 'memory', the number of a [memory N] line; 'node' also works) or asset "
+                   "(type 'asset', an [asset N] number, e.g. a scenario of the index) in full.",
+                   {"type": "object", "properties": {"type": {"type": "string", "enum": ["memory", "node", "asset"]},
                                                      "id": {"type": "integer"}}, "required": ["type", "id"]}),
     "memory_weave": ("Save a new fact, decision or result to the agent's memory.",
                      {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
