@@ -304,8 +304,10 @@ def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: s
         work.reflection_attempts = 0
     session.save(update_fields=fields)
     work.save(update_fields=["abstracted_upto", "facts", "reflection_attempts", "updated_at"])
+    # The session's row id, not its key: org admins read the audit, and a private session's key is
+    # its owner's (as memory.weave records it).
     audit.record(actor=None, org=session.org, action="memory.abstract", object_type="session",
-                 object_id=session.key, detail={"facts": len(facts), "source": source, "upto_seq": upto,
+                 object_id=session.id, detail={"facts": len(facts), "source": source, "upto_seq": upto,
                                                 **({"dropped": dropped} if dropped else {}),
                                                 **({"degraded": note[:500]} if note else {})})
     if facts:
@@ -458,7 +460,7 @@ def _write_bridges(*, session_id: int, drafts: list[FactDraft], vectors, round_k
     _reflection_outcome(session, SessionWork.Reflection.DONE, f"{len(made)} bridges", bridges=len(made),
                         driver=MemorySession.Status.DONE)
     audit.record(actor=None, org=session.org, action="memory.reflect", object_type="session",
-                 object_id=session.key, detail={"bridges": len(made), "proposed": len(drafts)})
+                 object_id=session.id, detail={"bridges": len(made), "proposed": len(drafts)})
     return {"status": "done", "bridges": len(made)}
 
 

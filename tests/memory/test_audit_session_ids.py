@@ -58,3 +58,15 @@ def test_a_write_without_a_session_is_recorded_as_before(world, client_for):
     assert r.status_code == 201, r.content
     entry = AuditEvent.objects.get(org=a.org, action="memory.weave", request_id=r["X-Request-Id"])
     assert r.json()["session_key"] == "" and (entry.object_type, entry.object_id) == ("session", "-")
+
+
+def test_the_abstraction_entry_names_the_session_by_its_id_too(world, client_for):
+    from reflection.services import abstract_session
+
+    a = world["a"]
+    _weave_session(client_for(a.member), PRIVATE_KEY, "We decided to move the offsite to March 14.")
+    session = MemorySession.objects.get(org=a.org, key=PRIVATE_KEY, owner_user=a.member)
+    abstract_session(session_id=session.id)
+    entry = AuditEvent.objects.get(org=a.org, action="memory.abstract")
+    assert entry.object_id == str(session.id)
+    assert PRIVATE_KEY not in json.dumps(client_for(a.admin).get("/api/v1/audit").json())
