@@ -65,8 +65,13 @@ def test_keep_both_and_refusals(world, login, conflict, hidden_conflict):
                                 {"action": "reject"}).status_code == 404
     assert login(b.owner).post(f"/console/conflicts/{conflict.id}/resolve", {"action": "reject"}).status_code == 404
     assert login(world["outsider"]).get("/console/conflicts/").status_code == 403
-    # keep both
-    assert login(a.member).post(f"/console/conflicts/{conflict.id}/resolve", {"action": "keep_both"}).status_code == 302
+    # keeping both (or rejecting) closes the conflict for good: it needs write access to one of the
+    # two memories too, so the member who owns neither is refused and the owner may
+    for action in ("keep_both", "reject"):
+        r = login(a.member).post(f"/console/conflicts/{conflict.id}/resolve", {"action": action})
+        assert r.status_code == 403
+        assert Conflict.objects.get(id=conflict.id).status == "open"
+    assert login(a.owner).post(f"/console/conflicts/{conflict.id}/resolve", {"action": "keep_both"}).status_code == 302
     assert Conflict.objects.get(id=conflict.id).status == "kept_both"
 
 
