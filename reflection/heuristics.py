@@ -488,7 +488,7 @@ def _left_place(a_text: str, b_text: str, a: Statement, b: Statement) -> str | N
 
 # "Production runs Postgres 15" vs "We migrated production to Postgres 16": one states what a system
 # runs, the other that it was changed to another version of the same thing, in different words.
-_RUNS = r"(?:runs?|running|uses?|using|is\s+on|are\s+on|'s\s+on|'re\s+on|stays?\s+on|still\s+on|pinned\s+to)"
+_RUNS = r"(?:runs?|running|uses?|using|is|are|is\s+on|are\s+on|'s\s+on|'re\s+on|stays?\s+on|still\s+on|pinned\s+to)"
 _CHANGED_TO = (r"(?:migrated|migrating|moved|moving|upgraded|upgrading|downgraded|downgrading|switched|"
                r"switching|updated|bumped|rolled\s+back|went)\b[^.;:!?]*?\bto")
 # A version right after a name: "Postgres 16", "Redis 7.4", "Python 3.12"; not a quantity ("26 minutes").

@@ -31,6 +31,7 @@ B = ("Berlin",)
     ("The staging Redis cluster runs Redis 6.2.", "We upgraded the staging Redis cluster to Redis 7.4 yesterday.",
      ("Redis",), ("Redis",)),
     ("we're on postgres 15 in production", "we moved production to postgres 16 last night", (), ()),
+    ("The production database is Postgres 15.", "We migrated production to Postgres 16 last night.", (), ()),
 ])
 def test_plain_contradictions_are_found(a, b, ea, eb):
     assert conflict_reason(a, b, ea, eb) is not None
@@ -53,6 +54,8 @@ def test_plain_contradictions_are_found(a, b, ea, eb):
     ("Production runs Postgres 15.", "We haven't migrated production to Postgres 16.", ("Postgres",), ("Postgres",)),
     ("Production runs Postgres 15.", "We migrated production to Postgres 15 last week.", ("Postgres",), ("Postgres",)),
     ("Production runs Postgres 15.", "Postgres 16 adds logical replication of sequences.", ("Postgres",), ("Postgres",)),
+    ("The staging database is Postgres 15.", "We migrated production to Postgres 16.", (), ()),
+    ("Postgres 16 is out.", "We migrated production to Postgres 16.", (), ()),
     # a short denial is contained in too much to deny it
     ("I don't know", "I know where the meeting is", (), ()),
     # the claim says much more than the denial denies
