@@ -201,10 +201,59 @@ def recall_meta(org, node_ids: list[int]) -> dict[int, dict]:
     return {nid: {"occurred_at": _iso(at), "speaker": speaker or ""} for nid, at, speaker in rows}
 
 
-def recall_line(item: dict) -> str:
+# An open conflict names the other memory in the line's tag, with its date, so the model sees that
+# the two disagree and which is newer ({id}: its number, {date}: when it happened).
+DISPUTED = {
+    "en": ("disputed by memory {id}", " of {date}"),
+    "fr": ("contredit par le souvenir {id}", " du {date}"),
+    "de": ("widersprochen von Erinnerung {id}", " vom {date}"),
+    "zh": ("与记忆 {id} 矛盾", "（{date}）"),
+    "es": ("contradicho por el recuerdo {id}", " del {date}"),
+}
+
+
+def recall_disputes(actor: Actor, node_ids: list[int]) -> dict[int, list[dict]]:
+    """Open conflicts of the recalled memories with memories the caller may read ({node_id: [{"node_id",
+    "occurred_at"}]}, oldest first). Found on write (reflection.conflicts) and left open until someone
+    resolves them, both sides were recalled unmarked: "Postgres 15" above "we migrated to Postgres 16"
+    with nothing to say they disagree."""
+    from django.db.models import Q
+
+    from reflection.conflicts import visible_conflicts
+    from reflection.models import Conflict
+
+    if not node_ids:
+        return {}
+    rows = (visible_conflicts(actor=actor).filter(status=Conflict.Status.OPEN)
+            .filter(Q(node_a_id__in=node_ids) | Q(node_b_id__in=node_ids))
+            .values_list("node_a_id", "node_b_id", "node_a__occurred_at", "node_b__occurred_at")[:500])
+    wanted = set(node_ids)
+    out: dict[int, list[dict]] = {}
+    for a, b, at_a, at_b in rows:
+        for mine, other, other_at in ((a, b, at_b), (b, a, at_a)):
+            if mine in wanted:
+                out.setdefault(mine, []).append({"node_id": other, "occurred_at": _iso(other_at)})
+    for items in out.values():
+        items.sort(key=lambda d: (d["occurred_at"] or "", d["node_id"]))
+    return out
+
+
+def _dispute_tag(item: dict, language: str) -> str:
+    what, when = DISPUTED.get(language, DISPUTED["en"])
+    tags = []
+    for d in item.get("disputed_by") or ():
+        date = (d.get("occurred_at") or "")[:10]
+        tags.append(what.format(id=d["node_id"]) + (when.format(date=date) if date else ""))
+    return " · ".join(tags)
+
+
+def recall_line(item: dict, language: str = "en") -> str:
     """``- [2026-11-26 · coder] [memory 226] text``: the date (UTC) the memory happened and its speaker
-    first, then the ``[memory N] text`` that memory_get and existing readers of the context key on."""
-    tags = [t for t in ((item.get("occurred_at") or "")[:10], _speaker_label(item.get("speaker", ""))) if t]
+    first, then the ``[memory N] text`` that memory_get and existing readers of the context key on. A
+    memory in an open conflict says so in the tag: ``[2026-11-16 · planner · disputed by memory 226 of
+    2026-11-26]``."""
+    tags = [t for t in ((item.get("occurred_at") or "")[:10], _speaker_label(item.get("speaker", "")),
+                        _dispute_tag(item, language)) if t]
     prefix = f"[{' · '.join(tags)}] " if tags else ""
     return f"- {prefix}[memory {item['node_id']}] {item['text']}"
 
@@ -393,12 +442,14 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
             memory_services.record_recall(node_ids=[r["node_id"] for r in recall])
         if recall:
             meta = recall_meta(actor.org, [r["node_id"] for r in recall])
+            disputes = recall_disputes(actor, [r["node_id"] for r in recall])
             for r in recall:
                 r.update(meta.get(r["node_id"], {"occurred_at": None, "speaker": ""}))
+                r["disputed_by"] = disputes.get(r["node_id"], [])
             # A query of stop words only ("who is it?") has no term to miss: not judged.
             no_match = bool(query_tokens) and not any(r["matched"] for r in recall)
             note = [NO_MATCH[language]] if no_match else []
-            dynamic_text = "\n".join([heads[2], *note, *(recall_line(r) for r in recall)])
+            dynamic_text = "\n".join([heads[2], *note, *(recall_line(r, language) for r in recall)])
     reasons = {}
     if "embedder" in degraded:
         reasons["embedder"] = "the embedder is unavailable: recall by words only"

@@ -72,3 +72,41 @@ def test_mcp_tools_carry_the_same_date_and_speaker(world, client_for):
     ctx = mcp.tool_context(actor, query=QUERY)
     assert ctx["dynamic"] == build_context(actor=actor, query=QUERY, reinforce=False).dynamic_text
     assert f"[2026-11-26 · coder] [memory {new}]" in ctx["context"]
+
+
+def test_an_open_conflict_is_named_on_both_lines_until_resolved(world, client_for):
+    from reflection.conflicts import detect
+    from reflection.models import Conflict
+
+    a = world["a"]
+    c = client_for(a.key)
+    old, new = _two_versions(c)
+    assert detect(org_id=a.org.id, node_ids=[new]) == 1  # found on write, as the worker would
+    body = c.post("/api/v1/context", {"query": QUERY}, format="json").json()
+    by_id = {r["node_id"]: r for r in body["recall"]}
+    assert by_id[old]["disputed_by"] == [{"node_id": new, "occurred_at": "2026-11-26T08:00:00Z"}]
+    assert by_id[new]["disputed_by"] == [{"node_id": old, "occurred_at": "2026-11-16T09:30:00Z"}]
+    lines = body["dynamic"].split("\n")
+    assert (f"- [2026-11-16 · ops · disputed by memory {new} of 2026-11-26] [memory {old}] "
+            "The production database is Postgres 15.") in lines
+    fr = c.post("/api/v1/context", {"query": QUERY}, format="json", HTTP_ACCEPT_LANGUAGE="fr").json()
+    assert f"contredit par le souvenir {new} du 2026-11-26" in fr["dynamic"]
+
+    conflict = Conflict.objects.get(org=a.org)
+    r = c.post(f"/api/v1/conflicts/{conflict.id}/resolve", {"action": "keep_both"}, format="json")
+    assert r.status_code == 200, r.content
+    body = c.post("/api/v1/context", {"query": QUERY}, format="json").json()
+    assert all(r["disputed_by"] == [] for r in body["recall"]) and "disputed" not in body["dynamic"]
+
+
+def test_a_conflict_with_a_memory_the_reader_cannot_see_is_not_named(world, client_for):
+    from reflection.models import Conflict
+
+    a = world["a"]
+    shared = weave(client_for(a.key), "The production database is Postgres 15.", visibility="org")
+    secret = weave(client_for(a.member), "Production is really on Postgres 16.", visibility="private")
+    Conflict.objects.create(org=a.org, node_a_id=min(shared, secret), node_b_id=max(shared, secret),
+                            reason="test", detector="rule")
+    body = client_for(a.key).post("/api/v1/context", {"query": QUERY}, format="json").json()
+    mine = [r for r in body["recall"] if r["node_id"] == shared]
+    assert mine and mine[0]["disputed_by"] == [] and str(secret) not in body["dynamic"]
