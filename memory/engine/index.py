@@ -17,7 +17,7 @@ from ._arrays import GrowArray
 from .bm25 import BM25Index
 from .graph import Graph
 from .tension import sanitize_tension_params, seed_until, tension
-from .text import has_time_expression
+from .text import asks_only, has_time_expression
 from .tokenize import tokenize
 from .types import TENSION_THRESHOLD, NodeKind, NodeRecord, Scope
 from .vectors import VectorIndex
@@ -45,6 +45,7 @@ _COLUMNS: dict[str, tuple[Any, Any]] = {
     "seed_until": (np.float64, -np.inf),
     "speaker_id": (np.int32, 0),
     "has_time": (np.bool_, False),
+    "asks": (np.bool_, False),
 }
 _RECORD_COLUMNS = (
     "kind",
@@ -164,6 +165,7 @@ class TenantIndex:
                     view[name][pos] = getattr(rec, name)
                 view["speaker_id"][pos] = self.speaker_id(rec.speaker, create=True)
                 view["has_time"][pos] = has_time_expression(self.texts[pos])
+                view["asks"][pos] = asks_only(self.texts[pos])
                 if rec.vector is not None:
                     v = np.asarray(rec.vector, dtype=np.float32).reshape(-1)
                     if v.size == 0:

@@ -310,6 +310,8 @@ def resonate(
             final = final + params.w_ent / (params.rrf_k + 1) * _entity_match(index, cand, query_text)
         if in_dates is not None:
             final = final + params.w_date / (params.rrf_k + 1) * in_dates[cand]
+        if params.w_ask > 0:
+            final = final - params.w_ask / (params.rrf_k + 1) * index.col("asks")[cand]
     elif params.rerank and qvec is not None and params.w_rerank > 0 and cand.size:
         cos = index.vectors.cosine(cand, qvec)
         # Scores are finite for sane tension inputs; guard the normalisation anyway so one

@@ -29,6 +29,7 @@ __all__ = [
     "emotion",
     "extract_entities",
     "has_time_expression",
+    "asks_only",
     "key_terms",
     "parse_datetime",
     "resolve_times",
@@ -902,6 +903,15 @@ def has_time_expression(text: str) -> bool:
     1-9999 still counts: the text does speak of a time)."""
     text = _normalise_quotes(text)
     return _TIME_TRIGGER.search(text) is not None and bool(_scan(text))
+
+
+def asks_only(text: str) -> bool:
+    """True when every sentence of ``text`` is a question ("What Postgres version does production
+    run?", "How was the trip? Did you rest?"): it states nothing a question about the same words could
+    be answered by."""
+    parts = [text[a:b].strip() for a, b in _sentence_bounds(text)]
+    parts = [p for p in parts if p.strip(" \t\n.!…-–—")]
+    return bool(parts) and all(p.rstrip().endswith("?") for p in parts)
 
 
 def _sentence_bounds(text: str) -> list[tuple[int, int]]:

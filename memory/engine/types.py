@@ -151,6 +151,10 @@ class ResonateParams:
     # turn BM25, then cosine), weight ``w_date``, and its candidates from then the same bonus as
     # ``w_time``; spans of ``date_max_span_days`` or more (months, years) are not a focus; 0 = off.
     w_date: float = 1.0
+    # Question penalty: candidates whose text only asks ("What version does production run?", often
+    # the query's own earlier wording, written back by the proxy) lose this many rank-1 reciprocal
+    # ranks: they match a question's words best and answer nothing; 0 = off.
+    w_ask: float = 1.0
     date_max_span_days: int = 14
     # Pseudo-relevance feedback: the ``prf_docs`` best fused seeds' windows give ``prf_terms``
     # expansion terms (tf x idf), weighted ``prf_beta`` in a second window-BM25 pass whose ranked

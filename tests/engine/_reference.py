@@ -14,7 +14,13 @@ import numpy as np
 from memory.engine import NodeKind, ResonateParams, Scope, TenantIndex, tokenize
 from memory.engine.ranking import COSINE_TIE_ABS, RANK_TIE_EPS
 from memory.engine.router import is_time_question
-from memory.engine.text import canonical_entity, extract_entities, has_time_expression, resolve_times
+from memory.engine.text import (
+    asks_only,
+    canonical_entity,
+    extract_entities,
+    has_time_expression,
+    resolve_times,
+)
 
 
 def dense_adjacency(index: TenantIndex) -> np.ndarray:
@@ -307,6 +313,10 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
             for i in final:
                 if i in in_dates:
                     final[i] += params.w_date * bonus
+        if params.w_ask > 0:
+            for i in final:
+                if asks_only(index.texts[i]):
+                    final[i] -= params.w_ask * bonus
         scored = final
     elif params.rerank and unit_q is not None:
         mx = max(scored.values())

@@ -33,7 +33,7 @@ def _random_index(rng: np.random.Generator, n: int = 40, m: int = 90, dim: int =
         recs.append(
             NodeRecord(
                 node_id=1000 + i,
-                text=" ".join(words),
+                text=" ".join(words) + ("?" if i % 7 == 3 else ""),  # some only ask
                 speaker=str(rng.choice(["Ann", "Bob", ""])),
                 kind=int(rng.choice([0, 0, 0, 1, 2, 3])),
                 owner_key=int(rng.integers(1, 3)),
@@ -429,3 +429,22 @@ def test_a_lone_write_is_its_own_session_in_the_session_scores() -> None:
     assert sess[2] == pytest.approx(own[2])  # the lone write: its own score
     assert sess[0] == sess[1] == pytest.approx(own[0] + own[1])  # a session: its turns' sum
     assert np.isnan(sess[3])  # no session and no match
+
+
+def test_a_question_ranks_below_the_statements_it_asks_about() -> None:
+    # The proxy writes back the user's question; asked again, it matched its own words best and
+    # answered nothing, above the statement that does.
+    idx = TenantIndex(4)
+    idx.upsert_nodes([
+        NodeRecord(1, "What Postgres version does production run?", scope=Scope.ORG, vector=[1, 0, 0, 0]),
+        NodeRecord(2, "Production runs Postgres 16 since the migration.", scope=Scope.ORG, vector=[0.9, 0.3, 0, 0]),
+        NodeRecord(3, "Lunch is at noon.", scope=Scope.ORG, vector=[0, 0, 1, 0]),
+    ])
+    q = "What Postgres version does production run?"
+    allowed = np.ones(idx.n, dtype=bool)
+    on = resonate(idx, query_text=q, query_vec=np.array([1.0, 0, 0, 0]), allowed=allowed,
+                  params=ResonateParams(k=3), now_days=0.0)
+    off = resonate(idx, query_text=q, query_vec=np.array([1.0, 0, 0, 0]), allowed=allowed,
+                   params=ResonateParams(k=3, w_ask=0.0), now_days=0.0)
+    assert [h.node_id for h in off.hits][:2] == [1, 2]
+    assert [h.node_id for h in on.hits][:2] == [2, 1]  # still recalled, below the answer

@@ -400,3 +400,18 @@ def test_resolve_times_never_raises_at_the_calendar_edges(ref: datetime | date) 
             for m in resolve_times(sentence, ref):
                 assert date.min <= m.start <= m.end <= date.max, (sentence, ref, m)
                 date_terms([m])  # rendering a resolved mention must not raise either
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("What Postgres version does production run?", True),
+    ("How was the trip? Did you rest?", True),
+    ("Redis runs 6.2. Should we move to 7.4?", False),
+    ("We migrated to Postgres 16.", False),
+    ("ok?!", False),
+    ("", False),
+    ("Really?", True),
+])
+def test_asks_only(text: str, expected: bool) -> None:
+    from memory.engine.text import asks_only
+
+    assert asks_only(text) is expected
