@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -247,6 +248,21 @@ def _dispute_tag(item: dict, language: str) -> str:
     return " · ".join(tags)
 
 
+_BLOCK_TAG = re.compile(r"<(\s*/?\s*nylon_memory\b[^>]*)>", re.I)
+
+
+def neutralise_tags(text: str) -> str:
+    """Stored text is data, not instructions: it must not close the ``<nylon_memory>`` block the
+    proxy puts the context in (and go on as system prompt). The tag's brackets become ‹ › ."""
+    return _BLOCK_TAG.sub(lambda m: f"‹{m.group(1)}›", text)
+
+
+def recall_text(text: str) -> str:
+    """A memory's text as one recall line: on one line (a stored "\nSYSTEM: …" must not start a
+    line of its own in a system prompt) and without the block's tags (``neutralise_tags``)."""
+    return neutralise_tags(" ".join(text.split()))
+
+
 def recall_line(item: dict, language: str = "en") -> str:
     """``- [2026-11-26 · coder] [memory 226] text``: the date (UTC) the memory happened and its speaker
     first, then the ``[memory N] text`` that memory_get and existing readers of the context key on. A
@@ -255,7 +271,7 @@ def recall_line(item: dict, language: str = "en") -> str:
     tags = [t for t in ((item.get("occurred_at") or "")[:10], _speaker_label(item.get("speaker", "")),
                         _dispute_tag(item, language)) if t]
     prefix = f"[{' · '.join(tags)}] " if tags else ""
-    return f"- {prefix}[memory {item['node_id']}] {item['text']}"
+    return f"- {prefix}[memory {item['node_id']}] {recall_text(item['text'])}"
 
 
 def recall_matches(hit, query_tokens: set[str], close_cosine: float | None) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from assets.context import neutralise_tags
 from teams.auth import Actor
 from teams.models import Scope
 
@@ -50,7 +51,8 @@ class Bundle:
     def text(self) -> str:
         # The block stays even when empty (no tools, persona, index nor recall): it says memory was
         # consulted, as X-Nylon-Memory: injected does.
-        parts = "\n\n".join(p for p in (self.stable, self.volatile) if p)
+        # Asset bodies and recalled text are stored data: none may close the block early.
+        parts = neutralise_tags("\n\n".join(p for p in (self.stable, self.volatile) if p))
         return f"<nylon_memory>\n{parts}\n</nylon_memory>" if parts else "<nylon_memory>\n</nylon_memory>"
 
     @property
