@@ -67,10 +67,13 @@ def write_back(*, key_id: int, session_key: str, turns: list[dict]) -> list[int]
     if not actor.can(Scope.WRITE):
         return []
     max_chars = services.MAX_TEXT_CHARS
+    # The answer is the agent's: named so, teammates recalling it see which agent said it (not
+    # "assistant", which every agent's answers would share). The asker stays "user".
     result = services.weave_session(
         actor=actor, session_key=session_key, source_kind=SourceKind.PROXY,
-        turns=[services.TurnIn(text=t["text"][:max_chars], speaker=t["speaker"], event_id=t["event_id"],
-                               metadata=t.get("metadata") or {}) for t in turns],
+        turns=[services.TurnIn(text=t["text"][:max_chars],
+                               speaker=key.agent.name if t["speaker"] == "assistant" else t["speaker"],
+                               event_id=t["event_id"], metadata=t.get("metadata") or {}) for t in turns],
     )
     return result.node_ids
 

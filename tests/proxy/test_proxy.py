@@ -82,7 +82,7 @@ def test_openai_chat_injects_memory_and_passes_everything_else_through(proxy_ser
 
     leaves = _wait_for_leaves(proxy_server, world["a"].key,
                               [CALLER_OPENAI[-1]["content"], f"From memory: {FACT}"])
-    assert {n.speaker for n in leaves} == {"user", "assistant"}
+    assert {n.speaker for n in leaves} == {"user", world["a"].agent.name}  # the answer is the agent's
     assert len({n.raw["silks"]["temporal"]["session_key"] for n in leaves}) == 1
 
 

@@ -20,6 +20,9 @@ def _key_id(world) -> int:
     return ApiKey.objects.get(agent=world["a"].agent).pk
 
 
+BOT = "alpha-bot"  # the world fixture's agent: an answer written back is its speaker's, the agent's
+
+
 def _exchange(world, *, session: str, position: int, user: str, answer: str) -> list[int]:
     """What the proxy's after-answer step does for one answered request, run synchronously."""
     turns = writeback.turns_for(session_key=session, position=position, user_text=user, answer=answer,
@@ -37,7 +40,7 @@ def test_sessions_with_identical_openings_each_keep_their_turns(world):
     second = _exchange(world, session="ticket-2", position=1, user="Hello", answer=GREETING)
     assert len(first) == len(second) == 2
     assert not set(first) & set(second)  # ticket-2 got its own nodes, not ticket-1's ids back
-    expected = [(0, "user", "Hello"), (1, "assistant", GREETING)]
+    expected = [(0, "user", "Hello"), (1, BOT, GREETING)]
     assert _leaves(world, "ticket-1") == expected
     assert _leaves(world, "ticket-2") == expected
 
@@ -52,7 +55,7 @@ def test_derived_sessions_keep_a_repeated_turn_at_the_same_position(world):
     for session in (deploy, slow):
         ids = _exchange(world, session=session, position=3, user="staging", answer="Checking staging now.")
         assert len(ids) == 2
-        assert _leaves(world, session) == [(0, "user", "staging"), (1, "assistant", "Checking staging now.")]
+        assert _leaves(world, session) == [(0, "user", "staging"), (1, BOT, "Checking staging now.")]
 
 
 def test_retry_with_a_different_answer_writes_nothing_twice(world):
@@ -61,13 +64,13 @@ def test_retry_with_a_different_answer_writes_nothing_twice(world):
     # the caller retries the same request; the upstream samples another answer this time
     retry = _exchange(world, session="ops", position=1, user=question, answer="It is 5433.")
     assert retry == first  # the first answer stored wins
-    assert _leaves(world, "ops") == [(0, "user", question), (1, "assistant", "5432.")]
+    assert _leaves(world, "ops") == [(0, "user", question), (1, BOT, "5432.")]
 
     # a genuine continuation (the next position of the same conversation) still writes
     follow = _exchange(world, session="ops", position=3, user="And the replica?", answer="5433.")
     assert len(follow) == 2 and not set(follow) & set(first)
-    assert _leaves(world, "ops") == [(0, "user", question), (1, "assistant", "5432."),
-                                     (2, "user", "And the replica?"), (3, "assistant", "5433.")]
+    assert _leaves(world, "ops") == [(0, "user", question), (1, BOT, "5432."),
+                                     (2, "user", "And the replica?"), (3, BOT, "5433.")]
 
 
 def test_an_edited_question_at_the_same_position_gets_its_own_answer(world):
