@@ -198,8 +198,11 @@ def recall_meta(org, node_ids: list[int]) -> dict[int, dict]:
     16 Nov, "migrated to Postgres 16" on 26 Nov) gave the model no way to tell the newer one."""
     from memory.models import Node
 
-    rows = Node.objects.filter(org=org, id__in=node_ids).values_list("id", "occurred_at", "speaker")
-    return {nid: {"occurred_at": _iso(at), "speaker": speaker or ""} for nid, at, speaker in rows}
+    # A write that names no speaker (a REST or MCP weave) is its writer's: the agent's or the person's name.
+    rows = Node.objects.filter(org=org, id__in=node_ids).values_list(
+        "id", "occurred_at", "speaker", "owner_agent__name", "owner_user__username")
+    return {nid: {"occurred_at": _iso(at), "speaker": speaker or agent or user or ""}
+            for nid, at, speaker, agent, user in rows}
 
 
 # An open conflict names the other memory in the line's tag, with its date, so the model sees that
