@@ -242,13 +242,18 @@ def recall_disputes(actor: Actor, node_ids: list[int]) -> dict[int, list[dict]]:
     return out
 
 
+MAX_DISPUTE_TAGS = 2  # the newest shown; a status line disputed by every earlier one must not bury its text
+
+
 def _dispute_tag(item: dict, language: str) -> str:
     what, when = DISPUTED.get(language, DISPUTED["en"])
+    disputes = item.get("disputed_by") or []
     tags = []
-    for d in item.get("disputed_by") or ():
+    for d in disputes[-MAX_DISPUTE_TAGS:]:  # oldest first: the last are the newest
         date = (d.get("occurred_at") or "")[:10]
         tags.append(what.format(id=d["node_id"]) + (when.format(date=date) if date else ""))
-    return " · ".join(tags)
+    more = len(disputes) - MAX_DISPUTE_TAGS
+    return " · ".join(tags) + (f" (+{more})" if more > 0 else "")
 
 
 _BLOCK_TAG = re.compile(r"<(\s*/?\s*nylon_memory\b[^>]*)>", re.I)

@@ -120,3 +120,13 @@ def test_a_write_without_a_speaker_is_tagged_with_its_writer(world, client_for):
     [item] = [r for r in body["recall"] if r["node_id"] == nid]
     assert item["speaker"] == a.agent.name
     assert f"· {a.agent.name}] [memory {nid}]" in body["dynamic"]
+
+
+def test_a_line_names_at_most_the_two_newest_disputes(world, client_for):
+    from assets.context import recall_line
+
+    item = {"node_id": 9, "text": "Board: 9 tickets in progress.", "occurred_at": "2026-11-30T09:00:00Z",
+            "speaker": "bot", "disputed_by": [{"node_id": i, "occurred_at": f"2026-11-{20 + i}T09:00:00Z"}
+                                              for i in range(1, 7)]}
+    assert recall_line(item) == ("- [2026-11-30 · bot · disputed by memory 5 of 2026-11-25 · disputed by memory 6 "
+                                 "of 2026-11-26 (+4)] [memory 9] Board: 9 tickets in progress.")
