@@ -332,7 +332,9 @@ NYLON_LLM_RETRY_AFTER_MAX_SECS = env_float("NYLON_LLM_RETRY_AFTER_MAX_SECS", 30)
 NYLON_SESSION_IDLE_SECS = env_int("NYLON_SESSION_IDLE_SECS", 1800)
 # Failed abstractions are retried by the beat after this delay, at most this many times.
 NYLON_ABSTRACTION_RETRY_SECS = env_int("NYLON_ABSTRACTION_RETRY_SECS", 300)
-NYLON_ABSTRACTION_MAX_ATTEMPTS = env_int("NYLON_ABSTRACTION_MAX_ATTEMPTS", 20)
+# Consecutive failed LLM abstractions of a session before its heuristic facts are written instead:
+# with the 300 s retry, about 10 minutes of an LLM outage (20 left a session without facts for ~100).
+NYLON_ABSTRACTION_MAX_ATTEMPTS = env_int("NYLON_ABSTRACTION_MAX_ATTEMPTS", 3)
 # Background tasks are enqueued after commit (tests that run no worker turn this off).
 NYLON_ENQUEUE_TASKS = env_bool("NYLON_ENQUEUE_TASKS", True)
 
