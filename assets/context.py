@@ -382,6 +382,23 @@ def bound_assets(actor: Actor):
     return [(b, b.asset) for b in rows if access.agent_eligible(actor.agent, b.asset)]
 
 
+def _without_echoing_facts(org, hits, n: int):
+    """The hits less the heuristic facts whose source turn is among the ``n`` best too. Without an LLM a fact is
+    one turn restated ("I'll ship it Friday" → "Ana will ship it Friday"): beside its turn, which the
+    line dates and names, it only takes a recall slot from the next memory. LLM facts, which
+    distil several turns, stay."""
+    from memory.models import Node, NodeKind, SourceKind
+
+    if not hits:
+        return hits
+    recalled = {h.node_id for h in hits[:n]}  # dropping facts above only moves these up: they stay
+    # By the rows, not the hits' kind codes (the engine's and the SQL fallback's differ).
+    facts = Node.objects.filter(org=org, id__in=[h.node_id for h in hits], kind=NodeKind.FACT,
+                                source_kind=SourceKind.HEURISTIC).values_list("id", "source_node_ids")
+    echoing = {nid for nid, sources in facts if sources and set(sources) <= recalled}
+    return [h for h in hits if h.node_id not in echoing]
+
+
 def build_context(*, actor: Actor, query: str = "", language: str = "en", budget: Budget | None = None,
                   k: int | None = None, reinforce: bool = True) -> ContextResult:
     from memory import selectors as memory_selectors
@@ -439,7 +456,7 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
         out = memory_selectors.resonate_for(actor=actor, query=query, k=max(n * 2, n))
         if not out.vector_used:
             degraded.append("embedder")
-        hits = out.result.hits
+        hits = _without_echoing_facts(actor.org, out.result.hits, n)
         room = budget.max_recall_chars
         query_tokens = set(tokenize(query))
         close_cosine = CLOSE_COSINE.get(get_embedder().name)

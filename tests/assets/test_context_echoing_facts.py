@@ -1,0 +1,47 @@
+"""Without an LLM a fact restates one turn; recalled beside that turn it only took a recall slot
+(a re-audit's recall: five copies of one sprint line, a fact beside each decision)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory.cache import get_cache
+from memory.models import Node, NodeKind, SourceKind
+from reflection.services import abstract_session
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    get_cache().drop()
+    yield
+    get_cache().drop()
+
+
+def test_a_heuristic_fact_is_not_recalled_beside_its_own_turn(world, client_for):
+    a = world["a"]
+    c = client_for(a.key)
+    r = c.post("/api/v1/memories/weave-session", {"session_key": "s1", "visibility": "org", "turns": [
+        {"speaker": "planner", "text": "We decided to move the feature flags to LaunchDarkly."},
+        {"speaker": "coder", "text": "Sounds good."},
+    ]}, format="json")
+    leaf = r.json()["node_ids"][0]
+    from memory.models import MemorySession
+
+    abstract_session(session_id=MemorySession.objects.get(org=a.org, key="s1").id)
+    fact = Node.objects.get(org=a.org, kind=NodeKind.FACT)
+    assert fact.source_kind == SourceKind.HEURISTIC and fact.source_node_ids == [leaf]
+
+    q = {"query": "Where do the feature flags live now?", "k": 5}
+    hits = [h["node_id"] for h in c.post("/api/v1/memories/resonate", q, format="json").json()["hits"]]
+    assert leaf in hits and fact.id in hits  # the engine recalls both
+    body = c.post("/api/v1/context", q, format="json").json()
+    recalled = [x["node_id"] for x in body["recall"]]
+    assert leaf in recalled and fact.id not in recalled
+    assert f"[memory {fact.id}]" not in body["dynamic"]
+
+    # without its turn beside it (the turn deleted), the fact is recalled
+    assert c.delete(f"/api/v1/memories/nodes/{leaf}").status_code in (200, 204)
+    body = c.post("/api/v1/context", q, format="json").json()
+    assert fact.id in [x["node_id"] for x in body["recall"]]
