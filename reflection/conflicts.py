@@ -151,6 +151,12 @@ def _remember_no(cfg: llm.LlmConfig, a: Node, b: Node) -> None:
         log.warning("judge verdict not remembered: %s", exc)
 
 
+def _days_apart(a: Node, b: Node) -> bool:
+    """Whether the two happened on different days (UTC; their write time when no time was given)."""
+    when_a, when_b = a.occurred_at or a.created_at, b.occurred_at or b.created_at
+    return when_a is not None and when_b is not None and when_a.date() != when_b.date()
+
+
 def detect(*, org_id: int, node_ids: list[int]) -> int:
     """Find and store conflicts for these nodes; returns how many new conflicts were stored."""
     org = Organization.objects.filter(pk=org_id).first()
@@ -177,6 +183,8 @@ def detect(*, org_id: int, node_ids: list[int]) -> int:
             seen.add((a.id, b.id))
             if Conflict.objects.filter(node_a=a, node_b=b).exists():
                 continue
+            if _days_apart(a, b) and heuristics.only_counts_differ(a.text, b.text):
+                continue  # a status line's counts of two days: that day's report, not a contradiction
             reason = heuristics.conflict_reason(a.text, b.text, a.entities, b.entities)
             detector = Conflict.Detector.RULE
             if (cfg is not None and judge_down is None and (reason or sim >= LLM_MIN_COSINE)

@@ -541,6 +541,47 @@ def _changed_version(a_text: str, b_text: str, a: Statement, b: Statement) -> st
     return None
 
 
+# A count of things in a status line: "7 tickets", "21 of 34 points", "2 blocked", "3 open".
+_COUNT = re.compile(
+    r"\b(\d+(?:[.,]\d+)?)(?=\s+(?:of\s+\d+(?:[.,]\d+)?\b|(?:[a-z]+\s+)?(?!is\b|was\b|has\b|does\b|this\b|"
+    r"thus\b|us\b|yes\b)[a-z]+s\b|(?:blocked|done|open|closed|left|remaining|pending|failed|failing|passed|"
+    r"passing|green|red|new|active|resolved|merged|in\s+progress|to\s+go)\b))", re.I)
+_NUMBER = re.compile(r"\b\d+(?:[.,]\d+)?\b")
+
+
+def only_counts_differ(a_text: str, b_text: str) -> bool:
+    """Whether the numbers two statements disagree on are all counts of things ("Board: 7 tickets
+    in progress, 2 blocked." vs "Board: 9 tickets in progress, 3 blocked."; "21 of 34 points done"
+    vs "28 of 34"): what a recurring status line reports that day, not a claim the next day's
+    contradicts. A version or a value ("Postgres 15" vs "16", "at 14:00") is not a count."""
+    a_all, b_all = set(_NUMBER.findall(a_text)), set(_NUMBER.findall(b_text))
+    differing = a_all ^ b_all
+    if not differing:
+        return False
+    return differing <= (_counts(a_text) | _counts(b_text))
+
+
+# A number after one of these is a setting's value ("the limit is 500 requests", "we run 3 replicas",
+# "scaled to 5 nodes"), and one before "per"/"a"/"an" a rate ("500 requests per minute"): changing
+# either is a claim the older one contradicts, not a day's tally.
+_SETTING_BEFORE = {"is", "are", "was", "were", "be", "been", "to", "at", "run", "runs", "running", "use", "uses",
+                   "using", "set", "keep", "keeps", "need", "needs", "allow", "allows", "max", "maximum", "min",
+                   "minimum", "limit", "limited", "cap", "capped", "of", "=", "with", "has", "have"}
+
+
+def _counts(text: str) -> set[str]:
+    out = set()
+    for m in _COUNT.finditer(text):
+        before = re.findall(r"[\w=]+", text[: m.start()].lower())
+        after = text[m.end():].lower()
+        if before and before[-1] in _SETTING_BEFORE:
+            continue
+        if re.match(r"\s+(?:of\s+\d+\s+)?(?:[a-z]+\s+){0,2}?(?:per|a|an|each|every)\b", after):
+            continue
+        out.add(m.group(1))
+    return out
+
+
 def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> str | None:
     """Why two statements of the same subject contradict, or None. Questions assert nothing: only
     what each text states is compared, and a text that only asks contradicts nothing."""
