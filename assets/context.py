@@ -128,7 +128,7 @@ NO_MATCH = {
 # ``{error}`` is the state's error class (out_of_credit, timeout…), never a message, host or key.
 LLM_DEGRADED = {
     "en": "(Note: the memory service's LLM is failing ({error}): facts distilled from recent conversations "
-          "may be missing or rougher, and contradictions unflagged. The verbatim turns are complete.)",
+          "may be missing or rougher, and contradictions found by rules only. The verbatim turns are complete.)",
     "fr": "(Note : le LLM du service de mémoire est en échec ({error}) : des faits tirés des conversations "
           "récentes peuvent manquer ou être plus grossiers, et des contradictions ne pas être signalées. "
           "Les échanges verbatim sont complets.)",
@@ -500,7 +500,7 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
         # with or without a query: the model should read it before trusting the memory as complete.
         degraded.append("llm")
         reasons["llm"] = (f"the LLM is failing ({llm_error}): facts distilled from recent conversations may be "
-                          "missing or heuristic, contradictions unflagged; verbatim turns are complete")
+                          "missing or heuristic, contradictions found by rules only; verbatim turns are complete")
         dynamic_text = "\n\n".join(x for x in (LLM_DEGRADED[language].format(error=llm_error), dynamic_text) if x)
     tools = [{"asset_id": a.id, "kind": a.kind, "title": a.title} for _, a in tool_pairs]
     return ContextResult(language=language, stable_text=stable_text, stable_hash=stable_hash,
