@@ -391,12 +391,17 @@ def _without_echoing_facts(org, hits, n: int):
 
     if not hits:
         return hits
-    recalled = {h.node_id for h in hits[:n]}  # dropping facts above only moves these up: they stay
     # By the rows, not the hits' kind codes (the engine's and the SQL fallback's differ).
-    facts = Node.objects.filter(org=org, id__in=[h.node_id for h in hits], kind=NodeKind.FACT,
-                                source_kind=SourceKind.HEURISTIC).values_list("id", "source_node_ids")
-    echoing = {nid for nid, sources in facts if sources and set(sources) <= recalled}
-    return [h for h in hits if h.node_id not in echoing]
+    sources = {nid: set(src) for nid, src in Node.objects.filter(
+        org=org, id__in=[h.node_id for h in hits], kind=NodeKind.FACT, source_kind=SourceKind.HEURISTIC,
+    ).values_list("id", "source_node_ids") if src}
+    kept = list(hits)
+    while True:  # dropping a fact moves a lower turn into the top n, whose own fact may then echo it
+        top = {h.node_id for h in kept[:n]}
+        echoing = {h.node_id for h in kept[:n] if h.node_id in sources and sources[h.node_id] <= top}
+        if not echoing:
+            return kept
+        kept = [h for h in kept if h.node_id not in echoing]
 
 
 def build_context(*, actor: Actor, query: str = "", language: str = "en", budget: Budget | None = None,

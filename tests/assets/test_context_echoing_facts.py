@@ -45,3 +45,23 @@ def test_a_heuristic_fact_is_not_recalled_beside_its_own_turn(world, client_for)
     assert c.delete(f"/api/v1/memories/nodes/{leaf}").status_code in (200, 204)
     body = c.post("/api/v1/context", q, format="json").json()
     assert fact.id in [x["node_id"] for x in body["recall"]]
+
+
+def test_a_fact_whose_turn_moves_up_into_the_recall_is_left_out_too(world, client_for):
+    # Two decisions, each with its fact: with k=3 the first pass sees fact, turn, fact in the top 3,
+    # and the second turn only moves up once the first fact is left out.
+    from memory.models import MemorySession
+
+    a = world["a"]
+    c = client_for(a.key)
+    c.post("/api/v1/memories/weave-session", {"session_key": "s2", "visibility": "org", "turns": [
+        {"speaker": "ana", "text": "We decided to move the feature flags to LaunchDarkly."},
+        {"speaker": "ben", "text": "I will migrate the checkout feature flags by Friday."},
+    ]}, format="json")
+    abstract_session(session_id=MemorySession.objects.get(org=a.org, key="s2").id)
+    facts = set(Node.objects.filter(org=a.org, kind=NodeKind.FACT).values_list("id", flat=True))
+    assert len(facts) == 2
+    body = c.post("/api/v1/context", {"query": "Where do the feature flags live?", "k": 3}, format="json").json()
+    recalled = [x["node_id"] for x in body["recall"]]
+    leaves = set(Node.objects.filter(org=a.org, kind=NodeKind.LEAF).values_list("id", flat=True))
+    assert leaves <= set(recalled) and not facts & set(recalled), recalled
