@@ -73,6 +73,17 @@ def _make_org(slug: str) -> OrgWorld:
 
 
 @pytest.fixture
+def fresh_cache():
+    """An empty engine cache before and after the test: indexes of earlier tests' orgs (the test
+    database reuses their ids) must not answer for this one's."""
+    from memory.cache import get_cache
+
+    get_cache().drop()
+    yield
+    get_cache().drop()
+
+
+@pytest.fixture
 def world(db):
     """Two independent orgs plus an outsider."""
     a = _make_org("alpha")

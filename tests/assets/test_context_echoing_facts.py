@@ -5,18 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from memory.cache import get_cache
 from memory.models import Node, NodeKind, SourceKind
 from reflection.services import abstract_session
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    get_cache().drop()
-    yield
-    get_cache().drop()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_cache")]
 
 
 def test_a_heuristic_fact_is_not_recalled_beside_its_own_turn(world, client_for):

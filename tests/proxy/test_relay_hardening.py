@@ -9,14 +9,14 @@ In process: the view under Django's AsyncClient, the upstream an httpx MockTrans
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import httpx
 import pytest
-from django.test import AsyncClient
 
 from proxy import views
+
+from .inprocess import call
 
 # the proxy checks the key and builds the context in executor threads: they must see the world
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,24 +55,6 @@ def upstream(monkeypatch, settings) -> list[httpx.Request]:
     return seen
 
 
-def _call(world, method: str, url: str, body: dict | None = None):
-    async def go():
-        client = AsyncClient(raise_request_exception=False)
-        headers = {"X-Nylon-Key": world["a"].key, "Authorization": "Bearer sk-up"}
-        if method == "GET":
-            response = await client.get(url, headers=headers)
-        else:
-            response = await client.post(url, data=json.dumps(body), content_type="application/json",
-                                         headers=headers)
-        content = b""
-        if response.streaming:
-            async for chunk in response.streaming_content:
-                content += chunk
-        else:
-            content = response.content
-        return response, content
-
-    return asyncio.run(go())
 
 
 @pytest.mark.parametrize("model", [
@@ -82,18 +64,18 @@ def _call(world, method: str, url: str, body: dict | None = None):
 ])
 def test_a_model_id_that_is_not_one_path_segment_is_refused_and_not_sent(world, upstream, model):
     for base in ("/proxy/openai/v1/models/", "/proxy/anthropic/v1/models/"):
-        r, content = _call(world, "GET", base + model)
+        r, content = call(world, "GET", base + model)
         assert r.status_code == 400, (model, r.status_code, content[:200])
         assert json.loads(content)["error"]["code"] == "invalid"
     assert upstream == []
 
 
 def test_a_model_id_goes_upstream_as_one_encoded_segment(world, upstream):
-    r, _ = _call(world, "GET", "/proxy/openai/v1/models/ft:gpt-4o-mini:acme:v1")
+    r, _ = call(world, "GET", "/proxy/openai/v1/models/ft:gpt-4o-mini:acme:v1")
     assert r.status_code == 200
-    r, _ = _call(world, "GET", "/proxy/openai/v1/models/gpt%3Fx=1%23y")  # '?' and '#' in the id
+    r, _ = call(world, "GET", "/proxy/openai/v1/models/gpt%3Fx=1%23y")  # '?' and '#' in the id
     assert r.status_code == 200
-    r, _ = _call(world, "GET", "/proxy/anthropic/v1/models?limit=5")
+    r, _ = call(world, "GET", "/proxy/anthropic/v1/models?limit=5")
     assert r.status_code == 200
     assert [(q.url.raw_path.decode(), q.headers["authorization"]) for q in upstream] == [
         ("/v1/models/ft:gpt-4o-mini:acme:v1", "Bearer sk-up"),
@@ -110,15 +92,15 @@ def _assert_relayed_without_cookies(r) -> None:
 
 
 def test_upstream_cookies_and_hop_by_hop_headers_never_reach_the_caller(world, upstream):
-    r, _ = _call(world, "GET", "/proxy/openai/v1/models")
+    r, _ = call(world, "GET", "/proxy/openai/v1/models")
     assert r.status_code == 200
     _assert_relayed_without_cookies(r)
     messages = [{"role": "user", "content": "When does the staging password rotate?"}]
-    r, content = _call(world, "POST", "/proxy/openai/v1/chat/completions",
+    r, content = call(world, "POST", "/proxy/openai/v1/chat/completions",
                        {"model": "gpt-test", "messages": messages})
     assert r.status_code == 200 and json.loads(content) == ANSWER
     _assert_relayed_without_cookies(r)
-    r, content = _call(world, "POST", "/proxy/openai/v1/chat/completions",
+    r, content = call(world, "POST", "/proxy/openai/v1/chat/completions",
                        {"model": "gpt-test", "messages": messages, "stream": True})
     assert r.status_code == 200 and r.streaming and content == STREAM
     _assert_relayed_without_cookies(r)

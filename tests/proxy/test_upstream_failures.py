@@ -7,15 +7,15 @@ so every failure is exact and immediate (no sockets, no worker)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
-from django.test import AsyncClient
 
 from proxy import views
+
+from .inprocess import call
 
 # the proxy checks the key and builds the context in executor threads: they must see the world
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -58,20 +58,7 @@ def upstream(monkeypatch, settings) -> Callable[[Callable], list[httpx.Request]]
 
 
 def _post(world, url: str, body: dict):
-    async def go():
-        # raise_request_exception=False: an unhandled error is the HTML 500 a caller would get
-        client = AsyncClient(raise_request_exception=False)
-        response = await client.post(url, data=json.dumps(body), content_type="application/json",
-                                     headers={"X-Nylon-Key": world["a"].key, "Authorization": "Bearer sk-up"})
-        content = b""
-        if response.streaming:
-            async for chunk in response.streaming_content:
-                content += chunk
-        else:
-            content = response.content
-        return response, content
-
-    return asyncio.run(go())
+    return call(world, "POST", url, body)
 
 
 def _assert_502(response, content: bytes, memory: str) -> None:

@@ -6,19 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from memory.cache import get_cache
 from memory.models import Node
 from teams import services
 from teams.models import Agent
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    get_cache().drop()
-    yield
-    get_cache().drop()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_cache")]
 
 
 def _agent(client, **body) -> dict:
