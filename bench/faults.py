@@ -43,7 +43,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from nylon_project.live import free_port, listening  # noqa: E402
+from nylon_project.live import free_port, listening, stop_group  # noqa: E402
 
 logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("pgserver").setLevel(logging.WARNING)
@@ -159,16 +159,7 @@ class Supervised:
         return p.pid
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # anything of ours left in the group
-        except ProcessLookupError:
-            pass
+        stop_group(self.proc)  # anything of ours left in the group is killed
         self.log.close()
 
 

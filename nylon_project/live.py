@@ -8,6 +8,7 @@ Outside ``tests/`` so the bench scripts import it without importing the test sui
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -33,6 +34,21 @@ def listening(port: int, host: str = "127.0.0.1", timeout: float = 0.2) -> bool:
             return True
     except OSError:
         return False
+
+
+def stop_group(proc: subprocess.Popen, timeout: float = 40.0) -> None:
+    """SIGTERM to a process started in a session of its own (a ``nylon_run``: it stops its children),
+    up to ``timeout`` s for it, then SIGKILL to whatever of its group is left."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def live_env(**overrides: str) -> dict[str, str]:

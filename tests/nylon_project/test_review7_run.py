@@ -26,7 +26,7 @@ import psutil
 import pytest
 from django.core.management import CommandError, call_command
 
-from nylon_project.live import free_port, live_env
+from nylon_project.live import free_port, live_env, stop_group
 from nylon_project.management.commands import nylon_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,16 +57,7 @@ class Run:
         return "Nylon is serving" in self.out()
 
     def cleanup(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        stop_group(self.proc)
         self.proc.wait(timeout=10)
 
 
