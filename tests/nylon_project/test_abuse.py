@@ -210,7 +210,10 @@ def test_resonate_with_metacharacters(world, client_for):
 
     c = client_for(world["a"].key)
     texts = ["The discount is 50% off for staff.", "Zanzibar ferry leaves at noon.", "Quarterly report is late."]
-    ids = [c.post(WEAVE, {"session_key": f"m{i}", "turns": [{"text": t}]}, format="json").json()["node_ids"][0]
+    # A fixed day: a turn's date is indexed as words ("1 December 2026 …"), so on the 1st of a month
+    # "' OR '1'='1" matched every turn written that day and the test failed by the calendar.
+    ids = [c.post(WEAVE, {"session_key": f"m{i}", "turns": [{"text": t, "occurred_at": "2024-11-14T10:00:00Z"}]},
+                  format="json").json()["node_ids"][0]
            for i, t in enumerate(texts)]
     actor = authenticate_key(world["a"].key)
     expected = {"%zanzibar%": [ids[1]], "zanzibar' --": [ids[1]], "50%_off\\": [ids[0]]}
