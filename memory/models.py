@@ -221,3 +221,19 @@ class Followup(models.Model):
     # Last re-send by the sweep (the first send, on commit, is not stamped: no extra write on the hot path).
     sent_at = models.DateTimeField(null=True, blank=True)
     attempts = models.IntegerField(default=0)  # sweep re-sends that reached the broker
+
+
+class RecallMark(models.Model):
+    """One recall of a node, waiting to be added to its frequency silk (``mentions``,
+    ``last_recalled_at``, ``tension_updated_at``).
+
+    Recalls used to update the node rows in the request. ``txid`` is indexed and changes on every
+    update, so no such update could be HOT: each rewrote the row with its vector and tsvector and
+    added entries to every index (the HNSW graph included), and each told every process's cache
+    to re-read the node. A read thus cost more writes than a write. An insert here touches one
+    narrow table; the beat (``memory.flush_recalls``) folds the marks into the nodes, one update
+    per recalled node per interval however often it was recalled. No foreign keys: a mark
+    whose node is gone is dropped by the flush, and an insert checks nothing."""
+
+    node_id = models.BigIntegerField()
+    at = models.DateTimeField()

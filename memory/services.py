@@ -353,13 +353,75 @@ def node_delete(*, actor: Actor, node: Node, request_id: str = "") -> None:
     events.publish(actor.org.id, "memory.deleted", {"node_id": node.id})
 
 
-def record_recall(*, node_ids: list[int]) -> None:
-    """Frequency silk: each recall counts, and refreshes last_recalled_at."""
-    if node_ids:
-        now = timezone.now()
-        # Recall also restarts the decay clock: a memory in use should not fade.
-        Node.objects.filter(id__in=node_ids).update(mentions=F("mentions") + 1, last_recalled_at=now,
-                                                    tension_updated_at=now)
+def record_recall(*, node_ids: Sequence[int]) -> None:
+    """Frequency silk: each recall counts, and refreshes last_recalled_at. Buffered as marks that
+    ``flush_recalls`` applies (``RecallMark`` says why); a node named twice in one call counts once."""
+    ids = sorted({int(i) for i in node_ids})
+    if ids:
+        with connection.cursor() as cur:
+            cur.execute("INSERT INTO memory_recallmark (node_id, at) SELECT unnest(%s::bigint[]), now()", [ids])
+
+
+RECALL_FLUSH_CHUNK = 20_000
+RECALL_FLUSH_LOCK = 0x4E594C5245434C  # pg advisory lock key: one flush at a time per database
+
+_FLUSH_RECALLS = """
+WITH gone AS (
+    DELETE FROM memory_recallmark
+    WHERE id IN (SELECT id FROM memory_recallmark ORDER BY id LIMIT %(chunk)s)
+    RETURNING node_id, at
+), per_node AS (
+    SELECT node_id, count(*) AS n, max(at) AS at FROM gone GROUP BY node_id
+), applied AS (
+    -- Rows locked in id order, as a writer touching many nodes would, so the two cannot deadlock.
+    SELECT p.node_id, p.n, p.at FROM per_node p JOIN memory_node m ON m.id = p.node_id
+    ORDER BY p.node_id FOR NO KEY UPDATE OF m
+), updated AS (
+    UPDATE memory_node m
+    SET mentions = m.mentions + a.n,
+        last_recalled_at = greatest(m.last_recalled_at, a.at),
+        -- Recall restarts the decay clock: a memory in use should not fade.
+        tension_updated_at = greatest(m.tension_updated_at, a.at)
+    FROM applied a
+    WHERE m.id = a.node_id
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM updated)
+"""
+
+
+@dataclass(frozen=True)
+class RecallFlush:
+    marks: int  # recall marks consumed (marks of deleted nodes included)
+    nodes: int  # node rows updated
+    skipped: bool = False  # another flush held the lock
+
+
+def flush_recalls(*, chunk: int = RECALL_FLUSH_CHUNK) -> RecallFlush:
+    """Fold buffered recall marks into their nodes: per node, mentions += its marks and the clocks
+    move to its latest mark. Chunks of ``chunk`` marks, each its own transaction, so a backlog
+    (beat down for a day) does not become one huge one. A mark is deleted in the same statement
+    that applies it: a failed flush leaves it for the next, and none counts twice."""
+    marks = nodes = 0
+    while True:
+        with transaction.atomic(), connection.cursor() as cur:
+            cur.execute("SELECT pg_try_advisory_xact_lock(%s)", [RECALL_FLUSH_LOCK])
+            if not cur.fetchone()[0]:
+                return RecallFlush(marks=marks, nodes=nodes, skipped=True)
+            cur.execute(_FLUSH_RECALLS, {"chunk": chunk})
+            batch, updated = cur.fetchone()
+            marks += batch
+            nodes += updated
+        if batch < chunk:
+            return RecallFlush(marks=marks, nodes=nodes)
+
+
+def recall_backlog() -> dict:
+    """Recall marks not yet applied, and the age in seconds of the oldest (for /healthz)."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*), extract(epoch from now() - min(at))::float8 FROM memory_recallmark")
+        n, age = cur.fetchone()
+    return {"pending": n, "oldest_secs": round(age or 0.0, 1)}
 
 
 def reembed_missing(*, org_id: int | None = None, node_ids: Sequence[int] | None = None, batch: int = 256,

@@ -54,3 +54,13 @@ def followup_sweep() -> int:
     from .services import enqueue_pending_followups
 
     return enqueue_pending_followups(grace_secs=FOLLOWUP_GRACE_SECS)
+
+
+@shared_task(acks_late=True, name="memory.flush_recalls", ignore_result=True, **TRANSIENT_RETRY)
+def flush_recalls() -> dict:
+    """Beat: add buffered recalls to their nodes' frequency silk (``RecallMark``)."""
+    from dataclasses import asdict
+
+    from .services import flush_recalls as run
+
+    return asdict(run())

@@ -33,11 +33,15 @@ TRANSIENT_RETRY = {"autoretry_for": (OperationalError, InterfaceError, Connectio
 # lost (broker down at commit) or keeps failing, not work about to run anyway.
 FOLLOWUP_GRACE_SECS = env_float("NYLON_FOLLOWUP_GRACE_SECS", 120.0)
 FOLLOWUP_SWEEP_SECS = env_float("NYLON_FOLLOWUP_SWEEP_SECS", 60.0)
+# Recalls are buffered (memory.RecallMark) and added to their nodes' counts and decay clocks this
+# often: what a recall changes in ranking shows up within it.
+RECALL_FLUSH_SECS = env_float("NYLON_RECALL_FLUSH_SECS", 30.0)
 
 
 @app.on_after_configure.connect
 def _followup_beat(sender, **kwargs) -> None:
     sender.add_periodic_task(FOLLOWUP_SWEEP_SECS, sender.signature("memory.followup_sweep"), name="followup-sweep")
+    sender.add_periodic_task(RECALL_FLUSH_SECS, sender.signature("memory.flush_recalls"), name="recall-flush")
 
 
 @signals.beat_init.connect

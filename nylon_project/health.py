@@ -1,5 +1,5 @@
-"""/healthz: database (with pgvector), Redis, Celery worker ping, embedder and LLM state, and the
-post-commit follow-ups still owed.
+"""/healthz: database (with pgvector), Redis, Celery worker ping, embedder and LLM state, the
+post-commit follow-ups and bulk batches still owed, and recalls not yet counted.
 
 /healthz is unauthenticated, so the full report (exception text naming the DB host and user, worker
 hostnames, the LLM endpoint and its last error, counts over every org) goes only to loopback
@@ -150,6 +150,22 @@ def _ingest() -> dict:
                  overdue=f"never run within twice NYLON_INGEST_RETRY_SECS = {settings.NYLON_INGEST_RETRY_SECS:g} s")
 
 
+def _recalls() -> dict:
+    """Buffered recalls (``memory.RecallMark``) the beat has not applied. Degraded once the oldest
+    waits well past the flush interval: the beat or the workers are not running, and what agents
+    recall stops counting in the ranking."""
+    from memory.services import recall_backlog
+    from nylon_project.celery import RECALL_FLUSH_SECS
+
+    out = recall_backlog()
+    late_after = max(10 * RECALL_FLUSH_SECS, 300.0)
+    if out["oldest_secs"] > late_after:
+        return {"status": "degraded", "detail": f"recall counts: {out['pending']} recalls waiting, the oldest "
+                f"{out['oldest_secs']:.0f} s (flushed every NYLON_RECALL_FLUSH_SECS = {RECALL_FLUSH_SECS:g} s)",
+                **out}
+    return out
+
+
 def _llm() -> dict:
     try:
         from reflection.llm import llm_state
@@ -193,6 +209,7 @@ def healthz(request):
         "llm": _timed(_llm),
         "followups": _timed(_followups),
         "ingest": _timed(_ingest),
+        "recalls": _timed(_recalls),
     }
     serving = all(checks[name]["status"] == "ok" for name in SERVING_NEEDS)
     degraded = [name for name, c in checks.items() if c["status"] not in ("ok", "disabled")]

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 
 from assets.models import AuditEvent
 from memory.models import Edge, Node, Visibility
+from memory.services import flush_recalls
 from teams.auth import hash_secret
 from teams.models import Agent, ApiKey, Membership, Role, Team, TeamMembership
 from tests.teams.invites import sign_up
@@ -271,10 +272,11 @@ def test_resonate_playground_explains_and_respects_visibility(world, mem, login)
     assert 'id="route-depth"' in html and "Channel ranks" in html and "Score parts" in html
     assert "Owner secret" not in html and "Beta" not in html
     assert "Lisbon" in html
-    assert Node.objects.get(id=mem.owner_org).mentions == 0  # the playground does not reinforce by default
+    assert flush_recalls().marks == 0  # the playground does not reinforce by default
     r = c.post("/console/resonate/", {"query": "What about Lisbon?", "k": 3, "depth": 0, "reinforce": "on"})
     assert r.status_code == 200 and "<html" in r.content.decode()
     assert re.search(r'id="route-depth">0<', r.content.decode())
+    assert flush_recalls().nodes > 0
     assert Node.objects.filter(org=world["a"].org, mentions__gt=0).exists()
     assert c.post("/console/resonate/", {"query": "", "k": 10}, HTTP_HX_REQUEST="true").status_code == 400
 

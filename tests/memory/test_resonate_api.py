@@ -4,6 +4,7 @@ import pytest
 
 from memory.cache import get_cache
 from memory.models import Node
+from memory.services import flush_recalls
 
 pytestmark = pytest.mark.django_db
 
@@ -49,9 +50,11 @@ def test_recall_reinforces_frequency(world, client_for):
     c = client_for(world["a"].key)
     ids = _weave(c)
     c.post("/api/v1/memories/resonate", {"query": "Ben's cat", "k": 1}, format="json")
+    flush_recalls()
     n = Node.objects.get(id=ids[3])
     assert n.mentions == 1 and n.last_recalled_at is not None
     c.post("/api/v1/memories/resonate", {"query": "Ben's cat", "k": 1, "reinforce": False}, format="json")
+    assert flush_recalls().marks == 0
     assert Node.objects.get(id=ids[3]).mentions == 1
 
 
