@@ -190,9 +190,36 @@ CELERY_BEAT_SCHEDULE = {
     "llm-probe": {"task": "reflection.llm_probe", "schedule": env_float("NYLON_LLM_PROBE_EVERY_SECS", 300)},
     "reflection-tick": {"task": "reflection.tick", "schedule": env_float("NYLON_REFLECTION_TICK_SECS", 60)},
     "ingest-sweep": {"task": "memory.ingest_sweep", "schedule": env_float("NYLON_INGEST_SWEEP_SECS", 60)},
+    # Data retention (nylon_project/retention.py): daily by default.
+    "retention": {"task": "nylon_project.retention", "schedule": env_float("NYLON_RETENTION_EVERY_SECS", 86400)},
 }
 # A bulk batch whose deferred work (vectors, entity/similar edges) is unfinished this long is re-sent.
 NYLON_INGEST_RETRY_SECS = env_float("NYLON_INGEST_RETRY_SECS", 300)
+# Data retention: rows older than this many days are deleted by the daily run (0 = kept forever);
+# nylon_project/retention.py says why each default is what it is. Audit events (a compliance
+# record); finished bulk batches (pending or failed ones never); LLM token usage (13 months, for
+# billing); resolved conflicts (kept: node governance shows them, and they stop a pair being
+# flagged again). Expired console sessions always go.
+NYLON_AUDIT_RETENTION_DAYS = env_int("NYLON_AUDIT_RETENTION_DAYS", 365)
+NYLON_INGEST_BATCH_RETENTION_DAYS = env_int("NYLON_INGEST_BATCH_RETENTION_DAYS", 7)
+NYLON_LLM_USAGE_RETENTION_DAYS = env_int("NYLON_LLM_USAGE_RETENTION_DAYS", 400)
+NYLON_CONFLICT_RETENTION_DAYS = env_int("NYLON_CONFLICT_RETENTION_DAYS", 0)
+# Rows per DELETE (each its own short transaction), and a beat run's time budget (at most half the
+# broker's visibility timeout, so a long run is not redelivered to a second worker meanwhile); a
+# run that spends it queues the next one at once. 0: only that cap.
+NYLON_RETENTION_CHUNK = env_int("NYLON_RETENTION_CHUNK", 5000)
+NYLON_RETENTION_MAX_SECS = env_float("NYLON_RETENTION_MAX_SECS", 300)
+for _name, _value in (("NYLON_AUDIT_RETENTION_DAYS", NYLON_AUDIT_RETENTION_DAYS),
+                      ("NYLON_INGEST_BATCH_RETENTION_DAYS", NYLON_INGEST_BATCH_RETENTION_DAYS),
+                      ("NYLON_LLM_USAGE_RETENTION_DAYS", NYLON_LLM_USAGE_RETENTION_DAYS),
+                      ("NYLON_CONFLICT_RETENTION_DAYS", NYLON_CONFLICT_RETENTION_DAYS),
+                      ("NYLON_RETENTION_MAX_SECS", NYLON_RETENTION_MAX_SECS)):
+    if _value < 0:  # refused rather than guessed: forever, or a typo for a number of days?
+        raise ImproperlyConfigured(f"{_name}: {_value} is negative; 0 means keep forever (or no time budget)")
+if NYLON_RETENTION_CHUNK < 1:
+    raise ImproperlyConfigured(f"NYLON_RETENTION_CHUNK: {NYLON_RETENTION_CHUNK} must be at least 1")
+if CELERY_BEAT_SCHEDULE["retention"]["schedule"] <= 0:
+    raise ImproperlyConfigured("NYLON_RETENTION_EVERY_SECS must be more than 0 (seconds between retention runs)")
 # Full /healthz detail for non-loopback callers presenting it as a bearer token ("" = loopback only).
 NYLON_HEALTH_TOKEN = os.environ.get("NYLON_HEALTH_TOKEN", "")
 
