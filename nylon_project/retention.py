@@ -61,7 +61,6 @@ log = logging.getLogger("nylon.retention")
 # A chunk waiting this long for a lock gives up: DELETE needs only ROW EXCLUSIVE, so what it waits
 # for is DDL (a migration, a non-concurrent index build), and waiting would queue writers behind it.
 LOCK_TIMEOUT_MS = 5000
-LAST_RUN_KEY = "retention:last_run"
 
 
 @dataclass
@@ -222,10 +221,15 @@ def _delete_chunks(rows: QuerySet, order: tuple[str, ...], *, chunk: int, deadli
             return deleted, False
 
 
+def _last_run_key() -> str:
+    # Per database: instances (and test runs) sharing one Redis each keep their own.
+    return f"retention:last_run:{connection.settings_dict.get('NAME')}"
+
+
 def _remember(run: RetentionRun) -> None:
     """The last run, for an operator (``last_run``): in Redis, shared by every process."""
     try:
-        cache.set(LAST_RUN_KEY, {**run.as_dict(), "finished_at": timezone.now().isoformat()}, timeout=None)
+        cache.set(_last_run_key(), {**run.as_dict(), "finished_at": timezone.now().isoformat()}, timeout=None)
     except Exception as exc:
         log.warning("retention: last run not recorded (Redis unavailable): %s", exc)
 
@@ -234,7 +238,7 @@ def last_run() -> dict | None:
     """What the last (non-dry) run deleted and when it finished, or None (never run, or Redis
     unavailable or emptied)."""
     try:
-        return cache.get(LAST_RUN_KEY)
+        return cache.get(_last_run_key())
     except Exception as exc:
         log.warning("retention: last run unknown (Redis unavailable): %s", exc)
         return None
