@@ -200,9 +200,34 @@ def recall_meta(org, node_ids: list[int]) -> dict[int, dict]:
 
     # A write that names no speaker (a REST or MCP weave) is its writer's: the agent's or the person's name.
     rows = Node.objects.filter(org=org, id__in=node_ids).values_list(
-        "id", "occurred_at", "speaker", "owner_agent__name", "owner_user__username")
-    return {nid: {"occurred_at": _iso(at), "speaker": speaker or agent or user or ""}
-            for nid, at, speaker, agent, user in rows}
+        "id", "occurred_at", "speaker", "owner_agent__name", "owner_user__username", "source_kind", "metadata")
+    return {nid: {"occurred_at": _iso(at), "speaker": speaker or agent or user or "",
+                  "derived": derived_kind(source_kind, metadata)}
+            for nid, at, speaker, agent, user, source_kind, metadata in rows}
+
+
+MODEL_ANSWER = "model_answer"
+
+
+def derived_kind(source_kind: str, metadata: dict | None) -> str:
+    """``model_answer`` for an answer the memory proxy wrote back (what a model replied, which may be
+    wrong), else "". Proxy answers written before the ``derived`` key carry only their ``model``."""
+    if source_kind != "proxy" or not isinstance(metadata, dict):
+        return ""
+    if metadata.get("derived") == MODEL_ANSWER or (not metadata.get("derived") and "model" in metadata):
+        return MODEL_ANSWER
+    return ""
+
+
+# A model's earlier answer is recalled beside what people and agents stated: the line says which it
+# is, so a wrong answer is not read as the newest word on the matter.
+DERIVED_TAG = {
+    "en": "model answer",
+    "fr": "réponse du modèle",
+    "de": "Modellantwort",
+    "zh": "模型回答",
+    "es": "respuesta del modelo",
+}
 
 
 # An open conflict names the other memory in the line's tag, with its date, so the model sees that
@@ -274,9 +299,11 @@ def recall_text(text: str) -> str:
 def recall_line(item: dict, language: str = "en") -> str:
     """``- [2026-11-26 · coder] [memory 226] text``: the date (UTC) the memory happened and its speaker
     first, then the ``[memory N] text`` that memory_get and existing readers of the context key on. A
+    model's answer written back by the proxy says so (``[2026-11-26 · coder · model answer]``), and a
     memory in an open conflict says so in the tag: ``[2026-11-16 · planner · disputed by memory 226 of
     2026-11-26]``."""
-    tags = [t for t in ((item.get("occurred_at") or "")[:10], _speaker_label(item.get("speaker", "")),
+    derived = DERIVED_TAG.get(language, DERIVED_TAG["en"]) if item.get("derived") == MODEL_ANSWER else ""
+    tags = [t for t in ((item.get("occurred_at") or "")[:10], _speaker_label(item.get("speaker", "")), derived,
                         _dispute_tag(item, language)) if t]
     prefix = f"[{' · '.join(tags)}] " if tags else ""
     return f"- {prefix}[memory {item['node_id']}] {recall_text(item['text'])}"
@@ -490,7 +517,7 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
             meta = recall_meta(actor.org, [r["node_id"] for r in recall])
             disputes = recall_disputes(actor, [r["node_id"] for r in recall])
             for r in recall:
-                r.update(meta.get(r["node_id"], {"occurred_at": None, "speaker": ""}))
+                r.update(meta.get(r["node_id"], {"occurred_at": None, "speaker": "", "derived": ""}))
                 r["disputed_by"] = disputes.get(r["node_id"], [])
             # A query of stop words only ("who is it?") has no term to miss: not judged.
             no_match = bool(query_tokens) and not any(r["matched"] for r in recall)

@@ -175,7 +175,7 @@ def tool_resonate(actor: Actor, *, query: str, k: int = 5) -> dict:
     # hits directly, and two that disagree are told apart by their dates)
     meta = recall_meta(actor.org, [h.node_id for h in out.result.hits])
     hits = [{"node_id": h.node_id, "score": round(h.score, 6), "text": h.text,
-             **meta.get(h.node_id, {"occurred_at": None, "speaker": ""})} for h in out.result.hits]
+             **meta.get(h.node_id, {"occurred_at": None, "speaker": "", "derived": ""})} for h in out.result.hits]
     services.record_recall(node_ids=[h["node_id"] for h in hits])
     return {"hits": hits, "degraded": [] if out.vector_used else ["embedder"]}
 

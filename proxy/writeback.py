@@ -47,9 +47,10 @@ def turns_for(*, session_key: str, position: int, user_text: str, answer: str, m
         turns.append({"text": user_text, "speaker": "user",
                       "event_id": f"proxy:{session}:{position}:user:{question}"})
     if answer.strip():
+        # "derived": what a model replied, recalled as such (assets.context.derived_kind), not as a statement.
         turns.append({"text": answer, "speaker": "assistant",
                       "event_id": f"proxy:{session}:{position}:assistant:{question}",
-                      "metadata": {"model": model} if model else {}})
+                      "metadata": {"derived": "model_answer", **({"model": model} if model else {})}})
     return turns
 
 

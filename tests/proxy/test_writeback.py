@@ -85,3 +85,36 @@ def test_event_ids_fit_the_column_for_the_longest_session_key(world):
     session = writeback.session_key_for(agent_id=1, explicit="s" * 500, first_user_text="")
     turns = writeback.turns_for(session_key=session, position=10_000, user_text="q", answer="a", model="")
     assert all(len(t["event_id"]) <= Node._meta.get_field("event_id").max_length for t in turns)
+
+
+def test_a_written_back_answer_is_recalled_as_a_model_answer(world):
+    """A model's reply may be wrong; recalled later beside what people said, its line says it was a
+    model's answer, so it does not read as the newest statement on the matter."""
+    from assets.context import build_context
+    from teams.auth import actor_for_agent
+
+    user_id, answer_id = _exchange(world, session="db", position=1, user="Which Postgres version do we run?",
+                                   answer="We run Postgres 14 on the billing cluster.")
+    meta = dict(Node.objects.filter(id__in=[user_id, answer_id]).values_list("id", "metadata"))
+    assert meta[answer_id] == {"derived": "model_answer", "model": "gpt-test"}
+    assert "derived" not in meta[user_id]
+    actor = actor_for_agent(world["a"].agent, scopes=frozenset({"read", "write"}))
+    ctx = build_context(actor=actor, query="Postgres version billing cluster", reinforce=False).as_dict()
+    items = {r["node_id"]: r for r in ctx["recall"]}
+    assert items[answer_id]["derived"] == "model_answer" and items[user_id]["derived"] == ""
+    lines = {line for line in ctx["dynamic"].splitlines() if "[memory " in line}
+    answer_line = next(line for line in lines if f"[memory {answer_id}]" in line)
+    user_line = next(line for line in lines if f"[memory {user_id}]" in line)
+    assert f"· {BOT} · model answer] [memory {answer_id}]" in answer_line
+    assert "model answer" not in user_line
+    fr = build_context(actor=actor, query="Postgres version billing cluster", language="fr",
+                       reinforce=False).as_dict()["dynamic"]
+    assert "réponse du modèle] [memory" in fr
+
+
+def test_answers_written_back_before_the_marker_are_still_model_answers():
+    from assets.context import MODEL_ANSWER, derived_kind
+
+    assert derived_kind("proxy", {"model": "gpt-test"}) == MODEL_ANSWER  # written before "derived"
+    assert derived_kind("proxy", {}) == ""  # the user's turn
+    assert derived_kind("api", {"model": "x", "derived": "model_answer"}) == ""  # only the proxy writes answers
