@@ -12,10 +12,17 @@ rebuilt after each re-check). The socket is opened with the console session only
 (``AuthMiddlewareStack``; agent keys have no feed), and logging that session out closes it
 (``frontend.signals``); the user's other logged-in browsers keep theirs. A login session that ends
 with no message to its sockets (it expired, its key was rotated by a password change, the password
-was changed elsewhere, or a logout's message was missed) is found by the same re-check."""
+was changed elsewhere, or a logout's message was missed) is found by the same re-check.
+
+Group membership lives in the channel layer (Redis) and is dropped by ``group_discard`` or, for a
+consumer that never ran it (its process was killed, its channel receive raised on a Redis error),
+when it is ``group_expiry`` old (``nylon_project.channels_config``). A live socket therefore
+re-adds itself several times per expiry (a heartbeat), and leaving tolerates Redis failing: the
+expiry is the fallback, not the 24 h channels_redis defaults to."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -47,6 +54,13 @@ CLOSE_NOT_MEMBER = 4403  # the user is no longer a member of the socket's org
 # logged out): the browser reconnects (console.js retries any code but the two above), and that
 # connect decides with the cookie the browser has now, refusing with 4401 if it is signed out.
 CLOSE_RECONNECT = 4000
+
+# A live socket re-adds itself to its groups this many times per group expiry, so three beats in a
+# row may fail (a Redis blip) before its membership lapses.
+HEARTBEATS_PER_EXPIRY = 4
+# How long a leaving socket waits for Redis to drop it from a group: a socket that leaves because
+# Redis is unreachable must not hang on it; its entry then lapses with the group expiry.
+LEAVE_TIMEOUT_SECS = 2.0
 
 _clock = time.monotonic  # a module attribute so tests can move time
 
@@ -122,6 +136,20 @@ _UNKNOWN = object()  # the socket's actor is (re)built on the next event that ne
 
 
 class EventsConsumer(AsyncJsonWebsocketConsumer):
+    _heartbeat: asyncio.Task | None = None
+    _left_cleanly = True  # False once a group_discard failed: the entry lapses only with the expiry
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # disconnect() runs only for a websocket.disconnect message. A consumer whose channel
+            # receive raised (Redis timed out or restarted) or that was cancelled ends here without
+            # one, and would stay in its groups, its heartbeat still beating, for as long as the
+            # process lives. The exception itself still reaches the server, which closes the socket.
+            await self._leave_group()
+            self._forget_buffered()
+
     async def connect(self):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated or not user.is_active:
@@ -151,18 +179,88 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
                 await self._leave_group()
                 await self.close(code=CLOSE_UNAUTHENTICATED)
                 return
+        every = self._heartbeat_secs()
+        if every is not None:
+            self._heartbeat = asyncio.ensure_future(self._beat(every))
         await self.accept()
 
     async def disconnect(self, code):
         await self._leave_group()
 
+    def _groups(self) -> list[str]:
+        return [g for g in (getattr(self, "group", None), getattr(self, "session_group", None)) if g]
+
+    def _heartbeat_secs(self) -> float | None:
+        """The layer's own expiry, not a constant: a beat slower than the expiry the publishers
+        apply would let live sockets lapse."""
+        expiry = getattr(self.channel_layer, "group_expiry", None)
+        return expiry / HEARTBEATS_PER_EXPIRY if expiry and expiry > 0 else None
+
+    async def _beat(self, every: float) -> None:
+        """Re-adds the socket to its groups: ``group_add`` re-scores the entry with the current
+        time, which is what keeps it from expiring."""
+        failing = False
+        while True:
+            await asyncio.sleep(every)
+            try:
+                for group in self._groups():
+                    await asyncio.wait_for(self.channel_layer.group_add(group, self.channel_name), every)
+            except Exception as exc:
+                if not failing:  # once per outage, not once per beat
+                    log.warning("live feed heartbeat failed (%s: %s); the socket stops receiving events if "
+                                "it keeps failing for %.0f s", type(exc).__name__, exc,
+                                every * HEARTBEATS_PER_EXPIRY)
+                failing = True
+            else:
+                if failing:
+                    log.info("live feed heartbeat works again")
+                failing = False
+
+    async def _stop_heartbeat(self) -> None:
+        task, self._heartbeat = self._heartbeat, None
+        if task is not None:
+            task.cancel()
+            # asyncio.wait, not await task: this consumer's own cancellation must not be swallowed
+            await asyncio.wait([task])
+
     async def _leave_group(self) -> None:
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-            del self.group
-        if hasattr(self, "session_group"):
-            await self.channel_layer.group_discard(self.session_group, self.channel_name)
-            del self.session_group
+        await self._stop_heartbeat()  # first: a beat landing after the discard would re-join
+        groups = self._groups()
+        for attr in ("group", "session_group"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        if groups:
+            await asyncio.gather(*(self._discard(group) for group in groups))
+
+    async def _discard(self, group: str) -> None:
+        try:
+            await asyncio.wait_for(self.channel_layer.group_discard(group, self.channel_name), LEAVE_TIMEOUT_SECS)
+        except Exception as exc:  # the socket is going anyway; its entry lapses with the expiry
+            self._left_cleanly = False
+            log.warning("live feed socket not removed from group %s (%s: %s); it drops out when its entry "
+                        "expires (group_expiry %s s)", group, type(exc).__name__, exc,
+                        getattr(self.channel_layer, "group_expiry", "?"))
+
+    def _forget_buffered(self) -> None:
+        """Drops what channels_redis buffered in this process for the ended channel.
+
+        The layer hands every message it reads from the process's shared Redis key to a buffer per
+        local channel (``receive_buffer``), and nothing removes the buffer of a channel no one
+        receives on any more (django/channels_redis#384): up to its capacity of events per dead
+        socket, for the life of the process. Events can still arrive after the leave (a
+        ``group_send`` that read the members just before it, or any event until the entry
+        expires when the discard failed), each waiting in Redis up to the layer's message expiry,
+        so the buffer is dropped again once none can."""
+        layer = getattr(self, "channel_layer", None)
+        buffers = getattr(layer, "receive_buffer", None)
+        name = getattr(self, "channel_name", None)
+        if not isinstance(buffers, dict) or name is None:
+            return  # another layer (in-memory) or none: nothing kept per channel
+        buffers.pop(name, None)
+        later = float(getattr(layer, "expiry", 60)) + 1
+        if not self._left_cleanly:
+            later += float(getattr(layer, "group_expiry", 0))
+        asyncio.get_running_loop().call_later(later, buffers.pop, name, None)
 
     async def _allowed(self) -> bool:
         """Is the user still an active member of the socket's org? Asked again once the last
