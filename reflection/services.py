@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, F, OuterRef, Q, Subquery
+from django.db.models import Exists, F, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import GreaterThan
 from django.utils import timezone
 
 from assets import audit
@@ -361,10 +363,14 @@ def reflect_session(*, session_id: int) -> dict:
     if session is None:
         return {"status": "missing"}
     if session.reflection_status == MemorySession.Status.DONE:
+        work = SessionWork.objects.filter(session_id=session.pk).values_list("reflection", "reflection_detail").first()
+        if work is not None and work[0] == SessionWork.Reflection.SKIPPED:
+            return {"status": "skipped", "detail": work[1], "noop": True}
         return {"status": "done", "noop": True}
     S = MemorySession.Status
     if llm.config_for(session.org) is None:
-        _reflection_outcome(session, SessionWork.Reflection.SKIPPED, "skipped: no LLM", driver=S.OPEN)
+        # Final, as the tick's skip (``_skip_reflections``): left OPEN it was reconsidered every tick.
+        _reflection_outcome(session, SessionWork.Reflection.SKIPPED, "skipped: no LLM", driver=S.DONE)
         return {"status": "skipped", "detail": "skipped: no LLM"}
     facts = _session_facts(session)
     if not facts:
@@ -468,13 +474,26 @@ def _write_bridges(*, session_id: int, drafts: list[FactDraft], vectors, round_k
 # the beat tick
 
 
+# Older than any write: what a session whose owner has no leaf at all compares as.
+_NEVER = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _owner_wrote_since(cut, *, same_session: bool = False) -> Q:
     """Sessions whose owner (or, with same_session, the session itself) got a leaf after ``cut``.
-    Owner columns are nullable, so user- and agent-owned sessions are matched separately."""
+    Owner columns are nullable, so user- and agent-owned sessions are matched separately.
+
+    Read as "the newest leaf was written after cut", one row through the ``(org, owner, -id)``
+    index (or ``(org, session_key, seq)`` for the session): "any leaf written after cut" has no
+    index on ``created_at`` to use, and Postgres answered it with a scan of every node of every
+    org, each tick. Ids (seqs in a session) follow write order up to concurrent writes of one
+    owner, seconds apart, against idle windows of minutes."""
     extra = {"session_key": OuterRef("key")} if same_session else {}
-    base = Node.objects.filter(org_id=OuterRef("org_id"), kind=NodeKind.LEAF, created_at__gt=cut, **extra)
-    return ((Q(owner_agent_id__isnull=False) & Exists(base.filter(owner_agent_id=OuterRef("owner_agent_id"))))
-            | (Q(owner_user_id__isnull=False) & Exists(base.filter(owner_user_id=OuterRef("owner_user_id")))))
+    newest = "-seq" if same_session else "-id"
+    base = Node.objects.filter(org_id=OuterRef("org_id"), kind=NodeKind.LEAF, **extra).order_by(newest)
+    by_agent = Subquery(base.filter(owner_agent_id=OuterRef("owner_agent_id")).values("created_at")[:1])
+    by_user = Subquery(base.filter(owner_user_id=OuterRef("owner_user_id")).values("created_at")[:1])
+    return ((Q(owner_agent_id__isnull=False) & GreaterThan(Coalesce(by_agent, Value(_NEVER)), cut))
+            | (Q(owner_user_id__isnull=False) & GreaterThan(Coalesce(by_user, Value(_NEVER)), cut)))
 
 
 def tick(*, now=None) -> dict:
@@ -517,8 +536,8 @@ def tick(*, now=None) -> dict:
 
 def _reflection_due(now) -> list[int]:
     """Sessions to reflect now, at most 1000, least recently tried first. Sessions that cannot be
-    reflected now — their org has no LLM (marked skipped once, here), given up, tried too recently —
-    are excluded in the query: picked unordered from every owed session, a thousand of them would
+    reflected now — their org has no LLM (skipped here, for good: ``_skip_reflections``), given up,
+    tried too recently — are excluded in the query: picked unordered from every owed session, a thousand of them would
     fill each tick and starve the orgs that have an LLM."""
     S = MemorySession.Status
     reflect_cut = now - timedelta(seconds=settings.NYLON_REFLECT_IDLE_SECS)
@@ -531,9 +550,15 @@ def _reflection_due(now) -> list[int]:
         (with_llm if llm.config_for(org) is not None else without).append(org.id)
     work = SessionWork.objects.filter(session_id=OuterRef("id"))
     if without:
-        for s in (owed.filter(org_id__in=without).select_related("org")
-                  .exclude(Exists(work.filter(reflection=SessionWork.Reflection.SKIPPED))).order_by("id")[:1000]):
-            _reflection_outcome(s, SessionWork.Reflection.SKIPPED, "skipped: no LLM")
+        # Marked skipped before skipping was final (left OPEN, so matched by every tick for good):
+        # closed, their SessionWork untouched. A session reopened by new facts since has its attempts
+        # reset (``_write_facts``): that round is skipped as a round of its own, below.
+        skipped = Exists(work.filter(reflection=SessionWork.Reflection.SKIPPED, reflection_attempts__gt=0))
+        MemorySession.objects.filter(id__in=list(owed.filter(skipped, org_id__in=without)
+                                                 .values_list("id", flat=True)[:SKIP_BATCH])
+                                     ).update(reflection_status=S.DONE)
+        _skip_reflections(list(owed.filter(org_id__in=without).exclude(skipped).order_by("id")
+                               .values_list("id", flat=True)[:SKIP_BATCH]))
     if not with_llm:
         return []
     retry_cut = now - timedelta(seconds=settings.NYLON_ABSTRACTION_RETRY_SECS)
@@ -546,20 +571,39 @@ def _reflection_due(now) -> list[int]:
         .order_by(F("tried").asc(nulls_first=True), "id").values_list("id", flat=True)[:1000])
 
 
+SKIP_BATCH = 5000  # sessions skipped per tick: a few statements whatever the count
+
+
+def _skip_reflections(session_ids: list[int]) -> None:
+    """Reflection needs an LLM: without one the session's round is over, skipped (said in
+    background/status), and DONE, which is final, so the tick stops considering it. New facts
+    reopen the session (``_write_facts``), and that round is skipped or reflected in its turn; the
+    rounds skipped before an org configures an LLM are not reflected afterwards."""
+    if not session_ids:
+        return
+    _stamp(session_ids, None, timezone.now())
+    SessionWork.objects.filter(session_id__in=session_ids).update(
+        reflection=SessionWork.Reflection.SKIPPED, reflection_detail="skipped: no LLM", bridges=0,
+        reflection_attempts=F("reflection_attempts") + 1, updated_at=timezone.now())
+    MemorySession.objects.filter(id__in=session_ids).update(reflection_status=MemorySession.Status.DONE)
+
+
 def stamp_abstraction_sent(session_ids: list[int]) -> None:
     """These sessions' abstraction was just enqueued outside the tick (end_session, bulk ingest):
     the tick waits NYLON_ABSTRACTION_RETRY_SECS before sending them again."""
     _stamp(session_ids, "abstraction_tried_at", timezone.now())
 
 
-def _stamp(session_ids: list[int], column: str, now) -> None:
+def _stamp(session_ids: list[int], column: str | None, now) -> None:
+    """Make sure these sessions have a SessionWork row, and set ``column`` (a clock) to ``now``."""
     if not session_ids:
         return
     have = set(SessionWork.objects.filter(session_id__in=session_ids).values_list("session_id", flat=True))
     missing = MemorySession.objects.filter(id__in=set(session_ids) - have).values_list("id", "org_id")
     SessionWork.objects.bulk_create([SessionWork(session_id=sid, org_id=oid) for sid, oid in missing],
                                     ignore_conflicts=True)
-    SessionWork.objects.filter(session_id__in=session_ids).update(**{column: now})
+    if column is not None:
+        SessionWork.objects.filter(session_id__in=session_ids).update(**{column: now})
 
 
 def status_for(*, actor) -> dict:

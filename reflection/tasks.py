@@ -62,7 +62,7 @@ def reflect_session(session_id: int) -> dict:
 @shared_task(acks_late=True, name="reflection.detect_conflicts", ignore_result=True, **TRANSIENT_RETRY)
 def detect_conflicts(org_id: int, node_ids: list[int], followup_id: int | None = None) -> int:
     """Contradictions between new nodes and their nearest neighbours of the same owner or sharing an
-    audience with them (``conflicts._candidates``). Idempotent: one
+    audience with them (``conflicts._candidates_of``). Idempotent: one
     conflict per unordered node pair. With a ``memory.Followup`` id (every send since the outbox),
     that row decides: gone means done, and it is deleted once the check has run."""
     from . import conflicts
