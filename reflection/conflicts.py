@@ -2,7 +2,7 @@
 
 Detection (a Celery task after the weave commits): candidates are the 4 nearest nodes of the same
 owner and kind (pgvector ``<=>``) and the 4 nearest of the same kind that other writers share with
-the new node (team memory is where agents disagree; see ``_SHARED_OF_N`` for who shares what), of
+the new node (team memory is where agents disagree; see ``_shared_audience`` for who shares what), of
 the same speaker when either speaks of itself ("I", "my"); the rules (negation flip; a different
 number, date or place for the same statement) decide when no LLM is configured, and an LLM judge
 decides when one is (called outside any transaction; if it fails the rule verdict stands and the
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from contextlib import contextmanager
 
 from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
@@ -25,8 +26,8 @@ from rest_framework.exceptions import ValidationError
 from assets import audit
 from assets.access import access_node, node_writable
 from memory.engine.weave import EDGE_WEIGHTS
-from memory.models import Edge, EdgeKind, Followup, Node
-from memory.nearest import nearest_sql
+from memory.models import Edge, EdgeKind, Followup, Node, Visibility
+from memory.nearest import nearest_sql, vector_literal
 from memory.selectors import visible_nodes
 from nylon_project import events
 from teams.models import Organization
@@ -57,29 +58,82 @@ JUDGE_SCHEMA = {"type": "object", "required": ["contradicts", "reason"],
 SHARED_WINDOW_ROWS = 20_000
 
 
-# Nodes of other owners that share readers with the probe ``n``: what one reader sees beside it.
-# A team node and an org node are read together by the team's members (an org node by everyone),
-# two team nodes of one team by its members. A private node has one reader, its owner, and a
-# restricted one an ACL of its own that can change at any time: they are paired with their owner's
-# nodes only, so no one else's memory is ever set beside them. Either way a conflict is listed only
-# to callers who may read both nodes (``visible_conflicts``), never revealing one to a reader of
-# the other alone.
-_SHARED_OF_N = """(m.visibility = 'org' OR (m.visibility = 'team' AND m.team_id IS NOT NULL
-                   AND (n.visibility = 'org' OR m.team_id = n.team_id)))"""
-_HAS_SHARED_AUDIENCE = "(n.visibility = 'org' OR (n.visibility = 'team' AND n.team_id IS NOT NULL))"
+def _shared_audience(node: Node) -> str | None:
+    """Nodes of other owners that share readers with ``node``: what one reader sees beside it.
+
+    A team node and an org node are read together by the team's members (an org node by everyone),
+    two team nodes of one team by its members. A private node has one reader, its owner, and a
+    restricted one an ACL of its own that can change at any time: they are paired with their
+    owner's nodes only, so no one else's memory is ever set beside them. Either way a conflict is
+    listed only to callers who may read both nodes (``visible_conflicts``), never revealing one to
+    a reader of the other alone."""
+    if node.visibility == Visibility.ORG:
+        return "(m.visibility = 'org' OR (m.visibility = 'team' AND m.team_id IS NOT NULL))"
+    if node.visibility == Visibility.TEAM and node.team_id is not None:
+        return "(m.visibility = 'org' OR (m.visibility = 'team' AND m.team_id = %(team)s))"
+    return None
 
 
-def _recent_floor(org_id: int) -> int:
+def _recent_floor(cur, org_id: int) -> int:
     """The smallest id among the org's ``SHARED_WINDOW_ROWS`` most recent rows (0 when it has fewer).
 
     Once per check rather than inside every probe's query: reading that many index entries was
     most of a shared-audience probe's cost (9-17 ms of 14-50 ms at 20,000 rows). The ORDER BY
-    follows the ``(org, -id)`` index, so it is an index-only read whatever other orgs hold."""
-    with connection.cursor() as cur:
-        cur.execute("""SELECT id FROM memory_node WHERE org_id = %s ORDER BY org_id, id DESC
-                       OFFSET %s LIMIT 1""", [org_id, SHARED_WINDOW_ROWS - 1])
-        row = cur.fetchone()
+    follows the ``(org, -id)`` index; under ``_index_scans_only``, since a heap whose visibility map
+    lags a burst of writes made the planner read every row of the org and sort them (50 ms)."""
+    cur.execute("""SELECT id FROM memory_node WHERE org_id = %s ORDER BY org_id, id DESC OFFSET %s LIMIT 1""",
+                [org_id, SHARED_WINDOW_ROWS - 1])
+    row = cur.fetchone()
     return row[0] if row else 0
+
+
+@contextmanager
+def _index_scans_only(cur):
+    """No sequential or bitmap scans for the statement run inside, in this transaction only.
+
+    The approximate part of a probe (``ORDER BY embedding <=> v LIMIT k`` under the probe's filter)
+    is bounded only through the HNSW index: an iterative scan stops at ``hnsw.max_scan_tuples``.
+    The planner multiplies the filter's selectivities (kind, owner, visibility, team: correlated in
+    any team's memory), expects a handful of matching rows, and then prefers reading every row of
+    the org that passes the filter and sorting them (a bitmap scan: 18,810 rows, 60-120 ms per
+    probe in an org of 26,000 nodes, growing with the org) to walking the index. pgvector's own
+    advice for that misestimate is to take the other plans away; restored afterwards, since the
+    caller's transaction may go on (a test's does)."""
+    cur.execute("SELECT current_setting('enable_seqscan'), current_setting('enable_bitmapscan')")
+    before = cur.fetchone()
+    cur.execute("SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)")
+    try:
+        yield
+    finally:
+        cur.execute("SELECT set_config('enable_seqscan', %s, true), set_config('enable_bitmapscan', %s, true)",
+                    list(before))
+
+
+PROBES_PER_STATEMENT = 25  # nodes whose probes share one statement (a bulk chunk's check has hundreds)
+
+
+def _probes(node: Node, i: int) -> tuple[list[str], dict]:
+    """The node's two nearest-neighbour probes (its owner's, its shared audience's) as SELECTs of
+    ``(node id, budget, candidate id, sim)``, with parameters named for the node."""
+    owner_sql, owner_id = (("owner_agent_id", node.owner_agent_id) if node.owner_agent_id
+                           else ("owner_user_id", node.owner_user_id))
+    alike = f"""m.kind = %(kind{i})s AND m.id <> %(id{i})s AND m.deleted_at IS NULL AND m.valid_to IS NULL
+                AND m.embedding IS NOT NULL"""
+    params = {f"id{i}": node.id, f"kind{i}": node.kind, f"owner{i}": owner_id, f"team{i}": node.team_id,
+              f"vec{i}": vector_literal(node.embedding)}
+    probes = [nearest_sql(where=f"m.org_id = %(org)s AND {alike} AND m.{owner_sql} = %(owner{i})s",
+                          query=f"%(vec{i})s::vector", limit="%(limit)s")]
+    shared = _shared_audience(node)
+    if shared is not None:
+        # "org_id + 0": no btree serves the org here, so the approximate part walks the HNSW index
+        # (``_index_scans_only``) instead of the org's rows; the exact window reads the org's
+        # recent rows from the floor up. IS DISTINCT FROM: a user-owned node has a NULL
+        # owner_agent_id, and "NULL <> x" drops it.
+        audience = shared.replace("%(team)s", f"%(team{i})s")
+        probes.append(nearest_sql(
+            where=f"(m.org_id + 0) = %(org)s AND {alike} AND m.{owner_sql} IS DISTINCT FROM %(owner{i})s AND {audience}",
+            query=f"%(vec{i})s::vector", limit="%(limit)s", window_where="m.org_id = %(org)s AND m.id >= %(floor)s"))
+    return [f"SELECT %(id{i})s::bigint, {budget}, p.id, p.sim FROM ({sql}) p" for budget, sql in enumerate(probes)], params
 
 
 def _candidates_of(nodes: list[Node]) -> dict[int, list[tuple[Node, float]]]:
@@ -91,46 +145,32 @@ def _candidates_of(nodes: list[Node]) -> dict[int, list[tuple[Node, float]]]:
     on?" lies nearest to every standup line: twice the budget is read so they do not take the
     places of statements.
 
-    One statement per owner column for the whole check (a LATERAL probe per node, as the weave's
-    similar-edge linking does), with the org's window floor computed once: a check of n nodes cost
-    2n round trips, each re-reading the org's 20,000 most recent index entries."""
-    if not nodes:
-        return {}
-    org_id = nodes[0].org_id
-    base = """m.org_id = %(org)s AND m.kind = n.kind AND m.id <> n.id AND m.deleted_at IS NULL
-              AND m.valid_to IS NULL AND m.embedding IS NOT NULL"""
+    The probes of up to ``PROBES_PER_STATEMENT`` nodes go in one statement, with the org's window
+    floor read once per check: a check of n nodes cost 2n round trips, each re-reading the org's
+    20,000 most recent index entries. Each probe keeps its own vector as a constant: a LATERAL
+    probe (the vector a column of the outer row) never gets the HNSW index, and Postgres answered
+    its approximate part by reading every row of the org that passed the filter."""
     found: dict[int, list[list[tuple[int, float]]]] = {n.id: [[], []] for n in nodes}
-    floor: int | None = None
-    for owner_sql in ("owner_agent_id", "owner_user_id"):
-        ids = [n.id for n in nodes if getattr(n, owner_sql) is not None]
-        if not ids:
-            continue
-        if floor is None:
-            floor = _recent_floor(org_id)
-        owner = nearest_sql(where=f"{base} AND m.{owner_sql} = n.{owner_sql}", query="n.embedding",
-                            limit="%(limit)s")
-        # IS DISTINCT FROM: a user-owned node has a NULL owner_agent_id, and "NULL <> x" drops it
-        shared = nearest_sql(where=f"{base} AND m.{owner_sql} IS DISTINCT FROM n.{owner_sql} AND {_SHARED_OF_N}",
-                             query="n.embedding", limit="%(limit)s", window_where="m.id >= %(floor)s")
-        with connection.cursor() as cur:
-            cur.execute(
-                f"""SELECT n.id, 0, c.id, c.sim FROM memory_node n, LATERAL ({owner}) c
-                     WHERE n.id = ANY(%(ids)s)
-                    UNION ALL
-                    SELECT n.id, 1, c.id, c.sim FROM memory_node n, LATERAL ({shared}) c
-                     WHERE n.id = ANY(%(ids)s) AND {_HAS_SHARED_AUDIENCE}""",
-                {"org": org_id, "ids": ids, "floor": floor, "limit": 2 * CANDIDATES})
-            for nid, group, cid, sim in cur.fetchall():
-                found[nid][group].append((cid, sim))
+    with transaction.atomic(), connection.cursor() as cur, _index_scans_only(cur):
+        floor = _recent_floor(cur, nodes[0].org_id) if any(_shared_audience(n) for n in nodes) else 0
+        for start in range(0, len(nodes), PROBES_PER_STATEMENT):
+            selects, params = [], {"org": nodes[0].org_id, "floor": floor, "limit": 2 * CANDIDATES}
+            for i, node in enumerate(nodes[start:start + PROBES_PER_STATEMENT]):
+                sql, p = _probes(node, i)
+                selects += sql
+                params.update(p)
+            cur.execute("\nUNION ALL\n".join(f"({sql})" for sql in selects), params)
+            for nid, budget, cid, sim in cur.fetchall():
+                found[nid][budget].append((cid, sim))
     # Only what the rules and the judge read: a vector is 384 floats to parse per candidate.
-    wanted = {cid for groups in found.values() for group in groups for cid, _ in group}
+    wanted = {cid for budgets in found.values() for budget in budgets for cid, _ in budget}
     others = Node.objects.defer("embedding").in_bulk(wanted)
     out: dict[int, list[tuple[Node, float]]] = {}
-    for nid, groups in found.items():
+    for nid, budgets in found.items():
         out[nid] = []
-        for group in groups:
+        for budget in budgets:
             # nearest first, ties by id: the order each probe's own query gave
-            kept = [(others[cid], sim) for cid, sim in sorted(group, key=lambda cs: (-cs[1], cs[0]))
+            kept = [(others[cid], sim) for cid, sim in sorted(budget, key=lambda cs: (-cs[1], cs[0]))
                     if cid in others and not heuristics.asks_only(others[cid].text)]
             out[nid] += kept[:CANDIDATES]
     return out
@@ -191,9 +231,8 @@ def detect(*, org_id: int, node_ids: list[int]) -> int:
     if org is None:
         return 0
     cfg = llm.config_for(org)
-    # The vectors stay in SQL (the probes read them there): parsing them here was wasted work.
     nodes = list(Node.objects.filter(org_id=org_id, id__in=node_ids, deleted_at__isnull=True,
-                                     embedding__isnull=False).defer("embedding"))
+                                     embedding__isnull=False))
     created = 0
     judged = 0
     judge_down: llm.LlmError | None = None
@@ -202,7 +241,7 @@ def detect(*, org_id: int, node_ids: list[int]) -> int:
     seen: set[tuple[int, int]] = set()
     # A question asserts nothing, so contradicts nothing (nor is worth a judge call).
     nodes = [n for n in nodes if not heuristics.asks_only(n.text)]
-    candidates = _candidates_of(nodes)
+    candidates = _candidates_of(nodes) if nodes else {}
     pairs: list[tuple[Node, Node, float]] = []
     for node in nodes:
         for other, sim in candidates[node.id]:

@@ -76,10 +76,15 @@ def test_candidates_of_a_batch_are_each_nodes_own(world, client_for, no_llm):
 def test_the_window_floor_is_the_orgs_nth_newest_row(world, client_for, no_llm, monkeypatch):
     a, b = world["a"], world["b"]
     monkeypatch.setattr(conflicts, "SHARED_WINDOW_ROWS", 5)
-    assert conflicts._recent_floor(a.org.id) == 0  # fewer rows than the window: all of them
+
+    def floor() -> int:
+        with connection.cursor() as cur:
+            return conflicts._recent_floor(cur, a.org.id)
+
+    assert floor() == 0  # fewer rows than the window: all of them
     ids = weave(client_for(a.key), "s", turns=statements("We reviewed", 8), end=False)["node_ids"]
     weave(client_for(b.key), "s", turns=statements("We reviewed", 8), end=False)  # another org's, newer
-    assert conflicts._recent_floor(a.org.id) == sorted(ids)[-5]
+    assert floor() == sorted(ids)[-5]
 
 
 def node_rows_read() -> int:
