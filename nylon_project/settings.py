@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from . import embedded
+from .channels_config import layer_config
 from .env import _env, env_bool, env_choice, env_float, env_int, env_list, env_rate
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -159,7 +160,8 @@ CACHES = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": _env("NYLON_CHANNEL_PREFIX") or "nylon"},
+        # Dead sockets leave the org groups within group_expiry (nylon_project/channels_config.py says why).
+        "CONFIG": layer_config(redis_url=REDIS_URL, prefix=_env("NYLON_CHANNEL_PREFIX") or "nylon"),
     }
 }
 
