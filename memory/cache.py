@@ -3,7 +3,10 @@ current by catching up on rows whose ``txid`` is at or past the last sync's snap
 
 Coherence across processes comes from Postgres itself: every process (web or worker) catches up
 before it answers, so a write committed through any process is visible to the next resonate
-everywhere. LRU eviction under ``NYLON_CACHE_MAX_BYTES``; an evicted org is rebuilt on demand.
+everywhere. LRU eviction under ``NYLON_CACHE_MAX_BYTES`` among the indexes that fit under it; an
+evicted org is rebuilt on demand. An org whose index alone is over the cap is not kept (nor does it
+evict the others): it is remembered as oversized, with its node count and size, and served from
+Postgres (``memory.fallback``) until its node count says it could fit again.
 """
 
 from __future__ import annotations
@@ -16,13 +19,13 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC
 
 import numpy as np
 import psycopg
 from django.conf import settings
 from django.db import connection, transaction
-from pgvector.psycopg.vector import register_vector_info
 from psycopg.types import TypeInfo
 
 from .engine import NodeRecord, TenantIndex
@@ -32,6 +35,7 @@ from .engine.types import NodeKind as NKind
 from .engine.types import Scope as EScope
 from .engine.weave import lexical_document
 from .models import EMBEDDING_DIM
+from .vector_adapters import register_vector_adapters
 
 log = logging.getLogger("nylon.cache")
 
@@ -108,9 +112,10 @@ def _vector_info() -> TypeInfo:
 def _binary_cursor(info: TypeInfo) -> psycopg.Cursor:
     """A cursor on Django's connection (so inside its transaction) whose results come in binary,
     vectors through pgvector's binary loader: no text parsing of 384 floats per row. The loader
-    is registered on this cursor only; Django's own cursors keep their adapters."""
+    is registered on this cursor only; Django's own cursors keep their adapters. (Not with
+    pgvector's register_vector_info: it leaked two classes per call, so per catch-up.)"""
     cur = psycopg.Cursor(connection.connection)
-    register_vector_info(cur, info)
+    register_vector_adapters(cur, info)
     return cur
 
 
@@ -186,15 +191,37 @@ class OrgLock:
                 self._cond.notify_all()
 
 
+@dataclass
+class Oversize:
+    """An org whose index does not fit under the cap by itself, as last judged."""
+
+    nodes: int  # the org's rows then
+    nbytes: int  # its index's size then: measured when built, else the lower bound of its rows
+    measured: bool
+    checked_at: float  # time.monotonic()
+
+
+# How often an oversized org's node count is read again, to see whether it could fit now.
+OVERSIZE_RECHECK_SECS = 60.0
+# An oversized org is built again only once its predicted size is this far under the cap, so an org
+# hovering at the cap is not built, found too big and dropped on every recheck.
+OVERSIZE_HYSTERESIS = 0.9
+
+
 class EngineCache:
-    def __init__(self, max_bytes: int | None = None):
+    def __init__(self, max_bytes: int | None = None, *, oversize_recheck_secs: float | None = None):
         self.max_bytes = max_bytes or settings.NYLON_CACHE_MAX_BYTES
+        self.oversize_recheck_secs = (
+            oversize_recheck_secs if oversize_recheck_secs is not None
+            else float(getattr(settings, "NYLON_CACHE_OVERSIZE_RECHECK_SECS", OVERSIZE_RECHECK_SECS)))
         self._indexes: OrderedDict[int, TenantIndex] = OrderedDict()
         self._locks: dict[int, OrgLock] = {}
         self._guard = threading.Lock()
-        self.stats = {"builds": 0, "syncs": 0, "evictions": 0, "last_build_ms": 0.0}
-        self._too_big: set[int] = set()
+        self.stats = {"builds": 0, "syncs": 0, "evictions": 0, "last_build_ms": 0.0, "rebuilds": 0,
+                      "oversize_builds": 0, "oversize_skips": 0}
+        self._oversize: dict[int, Oversize] = {}
         self._building: set[int] = set()
+        self._built: set[int] = set()  # orgs this cache has built before: another build is a rebuild
 
     def _lock(self, org_id: int) -> OrgLock:
         with self._guard:
@@ -204,7 +231,11 @@ class EngineCache:
             return lock
 
     def get(self, org_id: int) -> TenantIndex:
-        """The org's index, caught up with everything committed so far."""
+        """The org's index, caught up with everything committed so far.
+
+        An index over the cap by itself (built, or grown by a catch-up) is still returned, for this
+        caller's one use, but not kept, and it evicts nothing: the org is marked oversized
+        (``oversize``), which ``get_or_none`` answers from Postgres."""
         index = self._indexes.get(org_id)
         if index is not None and not self._changed(org_id, index):
             # The common case: one probe, no lock, so queries of one org do not queue here. A
@@ -217,32 +248,58 @@ class EngineCache:
         with self._lock(org_id).write():
             index = self._indexes.get(org_id)
             if index is None:
-                t = time.perf_counter()
-                index = TenantIndex(EMBEDDING_DIM)
-                _, phases = self._sync(org_id, index, full=True)
-                t_post = time.perf_counter()
-                index.compact()  # windows re-indexed as their sessions filled leave dead postings
-                t_hnsw = time.perf_counter()
-                index.vectors.prepare()  # the HNSW graph, if searches will use it: no query pays for it
-                phases["compact"] = (t_hnsw - t_post) * 1000
-                phases["hnsw"] = (time.perf_counter() - t_hnsw) * 1000
-                self.stats["builds"] += 1
-                self.stats["last_build_ms"] = (time.perf_counter() - t) * 1000
-                self.stats["last_build_phases"] = phases
-                with self._guard:
-                    self._indexes[org_id] = index
-                self._evict(keep=org_id)
+                index = self._build(org_id)
+                self._admit(org_id, index)
             elif self._sync(org_id, index, full=False)[0]:
                 if index.dead_fraction() > 0.5:
                     index.compact()
                 # An org that grew past the exact-search size gets its HNSW graph here, under the
                 # write lock, not lazily inside a search that other readers run beside it.
                 index.vectors.prepare()
-                self._evict(keep=org_id)  # the index grew: the cap holds after catch-ups too
+                self._admit(org_id, index)  # the index grew: the cap holds after catch-ups too
             with self._guard:
                 if org_id in self._indexes:  # another org's catch-up may have evicted it meanwhile
                     self._indexes.move_to_end(org_id)
             return index
+
+    def _build(self, org_id: int) -> TenantIndex:
+        t = time.perf_counter()
+        index = TenantIndex(EMBEDDING_DIM)
+        _, phases = self._sync(org_id, index, full=True)
+        t_post = time.perf_counter()
+        index.compact()  # windows re-indexed as their sessions filled leave dead postings
+        t_hnsw = time.perf_counter()
+        index.vectors.prepare()  # the HNSW graph, if searches will use it: no query pays for it
+        phases["compact"] = (t_hnsw - t_post) * 1000
+        phases["hnsw"] = (time.perf_counter() - t_hnsw) * 1000
+        with self._guard:
+            self.stats["builds"] += 1
+            if org_id in self._built:
+                self.stats["rebuilds"] += 1
+            self._built.add(org_id)
+            self.stats["last_build_ms"] = (time.perf_counter() - t) * 1000
+            self.stats["last_build_phases"] = phases
+        return index
+
+    def _admit(self, org_id: int, index: TenantIndex) -> None:
+        """Keep a built or caught-up index if it fits under the cap by itself, evicting the least
+        recently used others as needed; else drop it and remember the org as oversized. Evicting
+        the others for an index that is then dropped anyway emptied the cache, and every org evicted
+        so was rebuilt inside its next request."""
+        size = index.nbytes()
+        if size > self.max_bytes:
+            with self._guard:
+                self._indexes.pop(org_id, None)
+                self._oversize[org_id] = Oversize(nodes=index.n, nbytes=size, measured=True,
+                                                  checked_at=time.monotonic())
+                self.stats["oversize_builds"] += 1
+            log.warning("org %s: its index (%d nodes, %d bytes) is over the cache cap (%d bytes); it is not "
+                        "kept and the org is served from Postgres", org_id, index.n, size, self.max_bytes)
+            return
+        with self._guard:
+            self._indexes[org_id] = index
+            self._oversize.pop(org_id, None)
+        self._evict(keep=org_id)
 
     def peek(self, org_id: int) -> TenantIndex | None:
         return self._indexes.get(org_id)
@@ -272,11 +329,21 @@ class EngineCache:
             return sum(ix.nbytes() for ix in self._indexes.values())
 
     def drop(self, org_id: int | None = None) -> None:
+        """Forget an org (every org when None): its index and whether it was oversized."""
         with self._guard:
             if org_id is None:
                 self._indexes.clear()
+                self._oversize.clear()
+                self._built.clear()
             else:
                 self._indexes.pop(org_id, None)
+                self._oversize.pop(org_id, None)
+                self._built.discard(org_id)
+
+    def oversize(self, org_id: int) -> Oversize | None:
+        """Why the org is served from Postgres, if it is because its index cannot fit."""
+        with self._guard:
+            return self._oversize.get(org_id)
 
     def _evict(self, keep: int) -> None:
         with self._guard:
@@ -353,39 +420,77 @@ class EngineCache:
         """The caught-up index, or None while it cannot serve (the caller answers from Postgres).
 
         A cold org small enough builds now; a larger one builds in a background thread while
-        queries fall back. An org whose index alone exceeds the byte cap is never cached."""
+        queries fall back. An org whose index cannot fit under the byte cap by itself — by the
+        lower bound of its row count (``TenantIndex.estimate_nbytes``) before any build, or as
+        measured by a build or catch-up — is served from Postgres without being built again, until
+        a recheck of its row count (every ``oversize_recheck_secs``) predicts that it fits."""
         if org_id in self._indexes:
-            return self._check_size(org_id, self.get(org_id))
-        if org_id in self._too_big or org_id in self._building:
-            return None
-        from .models import Node
-
-        if Node.objects.filter(org_id=org_id).count() <= settings.NYLON_CACHE_SYNC_BUILD_MAX_NODES:
             index = self.get(org_id)
-            return self._check_size(org_id, index)
-        self._building.add(org_id)
+            return None if self.oversize(org_id) is not None else index
+        with self._guard:
+            mark = self._oversize.get(org_id)
+            if org_id in self._building or (mark is not None
+                                            and time.monotonic() - mark.checked_at < self.oversize_recheck_secs):
+                if mark is not None:
+                    self.stats["oversize_skips"] += 1
+                return None
+        nodes, live = self._census(org_id)
+        if not self._may_fit(org_id, nodes, live, mark):
+            return None
+        if nodes <= settings.NYLON_CACHE_SYNC_BUILD_MAX_NODES:
+            index = self.get(org_id)
+            return None if self.oversize(org_id) is not None else index
+        with self._guard:
+            if org_id in self._building:
+                return None
+            self._building.add(org_id)
         threading.Thread(target=self._build_in_background, args=(org_id,), daemon=True,
                          name=f"nylon-cache-build-{org_id}").start()
         return None
 
-    def _check_size(self, org_id: int, index: TenantIndex) -> TenantIndex | None:
-        if index.nbytes() > self.max_bytes:
-            self._too_big.add(org_id)
-            self.drop(org_id)
-            log.warning("org %s index (%d bytes) exceeds the cache cap; serving from Postgres",
-                        org_id, index.nbytes())
-            return None
-        return index
+    def _census(self, org_id: int) -> tuple[int, int]:
+        """The org's rows and how many of them the index keeps searchable (not deleted or superseded)."""
+        with connection.cursor() as cur:
+            cur.execute("SELECT count(*), count(*) FILTER (WHERE deleted_at IS NULL AND valid_to IS NULL) "
+                        "FROM memory_node WHERE org_id = %s", [org_id])
+            nodes, live = cur.fetchone()
+        return int(nodes), int(live)
+
+    def _may_fit(self, org_id: int, nodes: int, live: int, mark: Oversize | None) -> bool:
+        """Whether to build the org: its lower bound fits and, if it was found oversized, its size
+        scaled to today's row count is under the cap with a margin. A no marks (or re-marks) it."""
+        bound = TenantIndex.estimate_nbytes(nodes=nodes, live=live, dim=EMBEDDING_DIM)
+        predicted = bound
+        if mark is not None and mark.measured and mark.nodes:
+            predicted = max(bound, mark.nbytes * nodes // mark.nodes)
+        limit = self.max_bytes * (OVERSIZE_HYSTERESIS if mark is not None else 1.0)
+        if bound <= self.max_bytes and predicted <= limit:
+            with self._guard:
+                self._oversize.pop(org_id, None)
+            return True
+        with self._guard:
+            if mark is not None and mark.measured:
+                mark.checked_at = time.monotonic()  # keep what was measured; the next recheck is later
+            else:
+                if mark is None:
+                    log.warning("org %s: %d nodes need at least %d bytes of index, over the cache cap (%d "
+                                "bytes); served from Postgres without building it", org_id, nodes, bound,
+                                self.max_bytes)
+                self._oversize[org_id] = Oversize(nodes=nodes, nbytes=bound, measured=False,
+                                                  checked_at=time.monotonic())
+            self.stats["oversize_skips"] += 1
+        return False
 
     def _build_in_background(self, org_id: int) -> None:
         from django.db import close_old_connections
 
         try:
-            self._check_size(org_id, self.get(org_id))
+            self.get(org_id)  # kept if it fits; else marked oversized, and dropped
         except Exception:  # the fallback keeps serving; the next query retries the build
             log.exception("background cache build for org %s failed", org_id)
         finally:
-            self._building.discard(org_id)
+            with self._guard:
+                self._building.discard(org_id)
             close_old_connections()
 
 
