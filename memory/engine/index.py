@@ -8,6 +8,7 @@ order yields the same positions and therefore identical results.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -79,7 +80,7 @@ class TenantIndex:
         self._local: dict[int, int] = {}
         self.speakers: dict[str, int] = {}  # speaker name (lower case) -> id >= 1
         self.texts: list[str] = []
-        self._text_chars = 0  # sum of len(t) over self.texts, kept for an O(1) nbytes
+        self._text_bytes = 0  # sum of sys.getsizeof(t) over self.texts, kept for an O(1) nbytes
         self.bm25 = BM25Index(k1=bm25_k1, b=bm25_b)
         self.windows = ContextWindows(k1=bm25_k1, b=bm25_b)
         self.vectors = VectorIndex(self.dim, **dict(vector_opts or {}))
@@ -138,7 +139,7 @@ class TenantIndex:
                     pos = self.n
                     self._local[nid] = pos
                     self.texts.append(rec.text)
-                    self._text_chars += len(rec.text)
+                    self._text_bytes += sys.getsizeof(rec.text)
                     view["node_id"][pos] = nid
                     toks = rec.tokens if rec.tokens is not None else tokenize(rec.text)
                     self.bm25.add(pos, toks)
@@ -149,7 +150,7 @@ class TenantIndex:
                     view["deleted"][pos] = False
                     text_changed = rec.text != self.texts[pos]
                     if text_changed:
-                        self._text_chars += len(rec.text) - len(self.texts[pos])
+                        self._text_bytes += sys.getsizeof(rec.text) - sys.getsizeof(self.texts[pos])
                         self.texts[pos] = rec.text
                     toks = rec.tokens
                     if toks is None and (text_changed or pos not in self.bm25):
@@ -325,8 +326,10 @@ class TenantIndex:
 
     def nbytes(self) -> int:
         cols = sum(c.nbytes for c in self._cols.values())
-        # O(1): the cache sizes an index after every sync that changed it.
-        texts = self._text_chars + 57 * len(self.texts)
+        # O(1): the cache sizes an index after every sync that changed it. A text's own size, not
+        # its length: CPython stores non-Latin-1 text at 2 or 4 bytes a character (CJK at 2), so a
+        # count of characters under-counted such an org's texts by half or more. +8: the list slot.
+        texts = self._text_bytes + 8 * len(self.texts)
         local = 100 * len(self._local)
         return (
             cols
@@ -337,6 +340,28 @@ class TenantIndex:
             + self.vectors.nbytes()
             + self.graph.nbytes
         )
+
+    @staticmethod
+    def estimate_nbytes(*, nodes: int, live: int | None = None, dim: int) -> int:
+        """A lower bound of ``nbytes()`` of an index built from ``nodes`` records, ``live`` of them
+        not deleted (all by default), each with a vector or marked missing (as the cache hands them
+        over), known before building it: the cache leaves an org that cannot fit under its byte cap
+        unbuilt instead of building it to find out. It counts what every node costs whatever its
+        text: the node columns, its float32 vector row, the CSR row pointer, the id maps, the texts'
+        object headers and, for live nodes, the slots of both lexical indexes and the windows' maps.
+        Postings, vocabulary, edges, the text itself and an HNSW graph come on top (on conversation
+        turns the built index is ~1.5x this)."""
+        n = max(int(nodes), 0)
+        live_n = n if live is None else min(max(int(live), 0), n)
+        per_node = (sum(np.dtype(dt).itemsize for dt, _ in _COLUMNS.values())  # columns
+                    + sys.getsizeof("") + 8  # the text's header and list slot
+                    + 100  # node id -> local position
+                    + 4 * int(dim) + 1  # the vector row and its flag
+                    + 4)  # the CSR row pointer
+        # Per live node, in each of the two BM25 indexes a slot (length, local id, live flag) and a
+        # local -> slot entry; in the windows its place, its neighbour row (radius 1), its tokens.
+        per_live = 2 * (13 + 100) + 200 + 16 + 56
+        return per_node * n + per_live * live_n + 4
 
     def stats(self) -> dict[str, int]:
         return {
