@@ -536,9 +536,9 @@ def tick(*, now=None) -> dict:
 
 def _reflection_due(now) -> list[int]:
     """Sessions to reflect now, at most 1000, least recently tried first. Sessions that cannot be
-    reflected now — their org has no LLM (skipped here, for good: ``_skip_reflections``), given up,
-    tried too recently — are excluded in the query: picked unordered from every owed session, a thousand of them would
-    fill each tick and starve the orgs that have an LLM."""
+    reflected now — their org has no LLM (skipped here, for good: ``_skip_reflections``), given
+    up, tried too recently — are excluded in the query: picked unordered from every owed session,
+    a thousand of them would fill each tick and starve the orgs that have an LLM."""
     S = MemorySession.Status
     reflect_cut = now - timedelta(seconds=settings.NYLON_REFLECT_IDLE_SECS)
     owed = (MemorySession.objects.filter(abstraction_status=S.DONE, reflection_status__in=[S.OPEN, S.FAILED, S.PENDING])
@@ -574,6 +574,7 @@ def _reflection_due(now) -> list[int]:
 SKIP_BATCH = 5000  # sessions skipped per tick: a few statements whatever the count
 
 
+@transaction.atomic
 def _skip_reflections(session_ids: list[int]) -> None:
     """Reflection needs an LLM: without one the session's round is over, skipped (said in
     background/status), and DONE, which is final, so the tick stops considering it. New facts
