@@ -47,6 +47,7 @@ django.setup()
 import numpy as np  # noqa: E402
 from django.db import close_old_connections, connection  # noqa: E402
 
+import memory.cache as cache_mod  # noqa: E402
 from memory import services  # noqa: E402
 from memory.cache import get_cache  # noqa: E402
 from memory.embedding import Embedder, set_embedder  # noqa: E402
@@ -284,6 +285,49 @@ def fresh(args) -> None:
     print(json.dumps({"base": base, "row": row}))
 
 
+def peak_reset() -> None:
+    """Start this process's peak-RSS count (VmHWM) afresh."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def peak() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def build(args) -> None:
+    """Cold builds of an org already in the database (e.g. ``bench/resonate_scale.py --load-only
+    --nodes 20000 --org cache-rss-20k``): what a build leaves resident, and its peak."""
+    from teams.models import Organization
+
+    org = Organization.objects.get(slug=args.build) if not args.build.isdigit() else \
+        Organization.objects.get(id=int(args.build))
+    connection.ensure_connection()
+    for r in range(args.builds):
+        get_cache().drop()
+        base = rss_trimmed()
+        peak_reset()
+        t = time.perf_counter()
+        index = get_cache().get(org.id)
+        secs = time.perf_counter() - t
+        top = peak() - base
+        raw = rss() - base
+        held = rss_trimmed() - base
+        total, buffers = measured_nbytes(index) if r == 0 else (0, 0)
+        print(f"build {r + 1} of org {org.slug}: {index.n:,} nodes, {index.graph.n_edges:,} edges, {secs:.1f} s; "
+              f"RSS peak +{top / MiB:.0f} MiB, after +{raw / MiB:.0f} MiB, after malloc_trim +{held / MiB:.0f} MiB; "
+              f"nbytes {index.nbytes() / MiB:.0f} MiB" + (f", measured walk {total / MiB:.0f} MiB (buffers "
+                                                          f"{buffers / MiB:.0f})" if r == 0 else ""), flush=True)
+        stats = get_cache().stats
+        print("  phases (ms): " + ", ".join(f"{k} {v:.0f}" for k, v in stats.get("last_build_phases", {}).items())
+              + f"; malloc_trim after it {stats.get('last_trim_ms', 0):.1f} ms", flush=True)
+        del index
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=3000)
@@ -299,6 +343,9 @@ def main() -> None:
     ap.add_argument("--old-adapters", action="store_true",
                     help="register pgvector's adapters per catch-up cursor with register_vector_info, as before "
                          "the fix (for the before figure)")
+    ap.add_argument("--build", default="", help="measure cold builds of this org (slug or id) instead")
+    ap.add_argument("--builds", type=int, default=2)
+    ap.add_argument("--no-trim", action="store_true", help="the cache does not call malloc_trim (for comparison)")
     ap.add_argument("--fresh", type=int, default=0, help=argparse.SUPPRESS)  # the child: build this org fresh
     ap.add_argument("--warm", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--queries", type=int, default=0, help=argparse.SUPPRESS)
@@ -311,14 +358,16 @@ def main() -> None:
     if args.old_adapters:
         from pgvector.psycopg.vector import register_vector_info
 
-        import memory.cache
-
-        memory.cache.register_vector_adapters = register_vector_info
+        cache_mod.register_vector_adapters = register_vector_info
+    if args.no_trim:
+        cache_mod._malloc_trim = None
     if args.tracemalloc:
         import tracemalloc
 
         tracemalloc.start()
-    if args.fresh:
+    if args.build:
+        build(args)
+    elif args.fresh:
         fresh(args)
     else:
         live(args)

@@ -11,6 +11,8 @@ Postgres (``memory.fallback``) until its node count says it could fit again.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hashlib
 import logging
 import threading
@@ -67,6 +69,17 @@ FROM memory_node WHERE org_id = %(org)s {cond} ORDER BY id
 # resolved in favour of another node): retrieval serves what is current. A superseded node stays in
 # Postgres, listed by the nodes API with its validity and reached through its governance.
 _EDGE_SQL = "SELECT src_id, dst_id, kind, weight FROM memory_edge WHERE org_id = %(org)s {cond} ORDER BY id"
+# A build reads the org in pages by id (each a short statement of its own, no long-held snapshot) and
+# indexes each page before reading the next: read whole, the rows, their records and the index
+# stood in memory together, a peak of 3.5x the index (304 MiB for a 20k-node org of 86 MiB), and
+# glibc kept most of it after (244 MiB resident). The sync position is read first, so a row that a
+# page misses or reads in a later version is past it, and read again by the next catch-up; an edge
+# whose node a page has not seen is skipped (``TenantIndex.add_edges``) only if that node is new
+# since the position, and then the edge is too.
+_NODE_PAGE_SQL = _NODE_SQL.format(cond="AND id > %(after)s") + " LIMIT %(limit)s"
+_EDGE_PAGE_SQL = ("SELECT id, src_id, dst_id, kind, weight FROM memory_edge WHERE org_id = %(org)s AND id > %(after)s "
+                  "ORDER BY id LIMIT %(limit)s")
+BUILD_PAGE_ROWS = 4096
 # A sync position is a snapshot's xmax plus the transactions still in progress in it (xip): every
 # row a sync has not read was written by a transaction in that list or at/after xmax. (An xmin
 # watermark would also be safe, but while any transaction of the database stays open it keeps
@@ -147,6 +160,55 @@ def _record(row) -> NodeRecord:
     ), gone
 
 
+def _apply_nodes(index: TenantIndex, rows: list, phases: dict[str, float]) -> None:
+    """Node rows into the index: new and changed ones upserted, deleted and superseded ones removed."""
+    if not rows:
+        return
+    t = time.perf_counter()
+    pairs = [_record(r) for r in rows]
+    t1 = time.perf_counter()
+    index.upsert_nodes([p[0] for p in pairs])
+    gone = [p[0].node_id for p in pairs if p[1]]
+    if gone:
+        index.delete_nodes(gone)
+    phases["records"] += (t1 - t) * 1000
+    phases["nodes"] += (time.perf_counter() - t1) * 1000
+
+
+def _edge_arrays(edges: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(src, dst, weight, kind) arrays of ``(src, dst, kind, weight)`` edge rows."""
+    n = len(edges)
+    src = np.fromiter((e[0] for e in edges), np.int64, n)
+    dst = np.fromiter((e[1] for e in edges), np.int64, n)
+    kind = np.fromiter((EDGE.get(e[2], _EDGE_FALLBACK) for e in edges), np.uint8, n)
+    w = _edge_weights(np.fromiter((e[3] for e in edges), np.float64, n))
+    return src, dst, w, kind
+
+
+def _find_malloc_trim():
+    try:
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), "malloc_trim", None)
+    except OSError:  # no C library by that name: nothing to trim with
+        return None
+
+
+_malloc_trim = _find_malloc_trim()  # glibc only; None elsewhere (musl, macOS)
+
+
+def release_freed_memory() -> float:
+    """Hand the heap that a build or an eviction freed back to the OS; returns the ms it took.
+
+    glibc keeps freed memory in its arenas for reuse and returns only the top of the heap by itself;
+    after a build of a 20k-node org (an 86 MiB index) the process stayed 244 MiB over its start
+    until ``malloc_trim``, then 75-121 MiB (``bench/cache_rss.py --build``). A few ms; not for the
+    query path."""
+    if _malloc_trim is None:
+        return 0.0
+    t = time.perf_counter()
+    _malloc_trim(0)
+    return (time.perf_counter() - t) * 1000
+
+
 class OrgLock:
     """Readers share, a catch-up excludes them. Requests run in threads of their own and numpy
     releases the GIL for its large operations, so concurrent queries of one org overlap instead of
@@ -209,8 +271,10 @@ OVERSIZE_HYSTERESIS = 0.9
 
 
 class EngineCache:
-    def __init__(self, max_bytes: int | None = None, *, oversize_recheck_secs: float | None = None):
+    def __init__(self, max_bytes: int | None = None, *, oversize_recheck_secs: float | None = None,
+                 build_page_rows: int = BUILD_PAGE_ROWS):
         self.max_bytes = max_bytes or settings.NYLON_CACHE_MAX_BYTES
+        self.build_page_rows = max(int(build_page_rows), 1)
         self.oversize_recheck_secs = (
             oversize_recheck_secs if oversize_recheck_secs is not None
             else float(getattr(settings, "NYLON_CACHE_OVERSIZE_RECHECK_SECS", OVERSIZE_RECHECK_SECS)))
@@ -250,7 +314,8 @@ class EngineCache:
             if index is None:
                 index = self._build(org_id)
                 self._admit(org_id, index)
-            elif self._sync(org_id, index, full=False)[0]:
+                self.stats["last_trim_ms"] = release_freed_memory()  # the build's pages and rows
+            elif self._sync(org_id, index)[0]:
                 if index.dead_fraction() > 0.5:
                     index.compact()
                 # An org that grew past the exact-search size gets its HNSW graph here, under the
@@ -265,7 +330,7 @@ class EngineCache:
     def _build(self, org_id: int) -> TenantIndex:
         t = time.perf_counter()
         index = TenantIndex(EMBEDDING_DIM)
-        _, phases = self._sync(org_id, index, full=True)
+        phases = self._load(org_id, index)
         t_post = time.perf_counter()
         index.compact()  # windows re-indexed as their sessions filled leave dead postings
         t_hnsw = time.perf_counter()
@@ -346,6 +411,7 @@ class EngineCache:
             return self._oversize.get(org_id)
 
     def _evict(self, keep: int) -> None:
+        evicted = 0
         with self._guard:
             total = sum(ix.nbytes() for ix in self._indexes.values())
             while total > self.max_bytes and len(self._indexes) > 1:
@@ -356,9 +422,12 @@ class EngineCache:
                 total -= ix.nbytes()
                 del self._indexes[org_id]
                 self.stats["evictions"] += 1
+                evicted += 1
+        if evicted:
+            release_freed_memory()  # what the evicted indexes held (unless a query still reads one)
 
-    def _sync(self, org_id: int, index: TenantIndex, *, full: bool) -> tuple[bool, dict[str, float]]:
-        """Read what changed since the watermark (everything when ``full``) into the index;
+    def _sync(self, org_id: int, index: TenantIndex) -> tuple[bool, dict[str, float]]:
+        """Read what changed since the watermark into the index (a catch-up; ``_load`` builds);
         returns whether any row was read, and the time of each phase in ms."""
         # The position is read before the rows, so a transaction the row reads miss is in its
         # in-progress list or past its xmax, and is caught next time. REPEATABLE READ (when we own
@@ -367,16 +436,15 @@ class EngineCache:
         t0 = time.perf_counter()
         info = _vector_info()
         outermost = not connection.in_atomic_block
-        if not full:
-            with connection.cursor() as cur:
-                cur.execute(_PROBE_SQL, _position(index, org_id))
-                xmax, xip, changed = cur.fetchone()
-            if not changed:
-                # Nothing visible past the old position, so whatever is unread is still running
-                # or starts later: the probe's own snapshot is a valid, tighter position.
-                index.watermark, index.watermark_pending = xmax, tuple(xip)
-                self.stats["syncs"] += 1
-                return False, {"fetch": (time.perf_counter() - t0) * 1000}
+        with connection.cursor() as cur:
+            cur.execute(_PROBE_SQL, _position(index, org_id))
+            xmax, xip, changed = cur.fetchone()
+        if not changed:
+            # Nothing visible past the old position, so whatever is unread is still running
+            # or starts later: the probe's own snapshot is a valid, tighter position.
+            index.watermark, index.watermark_pending = xmax, tuple(xip)
+            self.stats["syncs"] += 1
+            return False, {"fetch": (time.perf_counter() - t0) * 1000}
         with transaction.atomic():
             if outermost:
                 with connection.cursor() as cur:
@@ -384,36 +452,73 @@ class EngineCache:
             with _binary_cursor(info) as cur:
                 cur.execute(f"SELECT {_SNAPSHOT} FROM (SELECT pg_current_snapshot() AS s) AS snap", binary=True)
                 xmax, xip = cur.fetchone()
-                cond = "" if full else "AND " + _CHANGED
                 params = _position(index, org_id)
-                cur.execute(_NODE_SQL.format(cond=cond), params, binary=True)
+                cur.execute(_NODE_SQL.format(cond="AND " + _CHANGED), params, binary=True)
                 rows = cur.fetchall()
-                cur.execute(_EDGE_SQL.format(cond=cond), params, binary=True)
+                cur.execute(_EDGE_SQL.format(cond="AND " + _CHANGED), params, binary=True)
                 edges = cur.fetchall()
         t1 = time.perf_counter()
         changed = bool(rows or edges)
-        pairs = [_record(r) for r in rows]
+        phases = {"fetch": (t1 - t0) * 1000, "records": 0.0, "nodes": 0.0, "edges": 0.0}
+        _apply_nodes(index, rows, phases)
         del rows
-        t2 = time.perf_counter()
-        if pairs:
-            index.upsert_nodes([p[0] for p in pairs])
-            gone = [p[0].node_id for p in pairs if p[1]]
-            if gone:
-                index.delete_nodes(gone)
-        del pairs
         t3 = time.perf_counter()
         if edges:
-            src = np.fromiter((e[0] for e in edges), np.int64, len(edges))
-            dst = np.fromiter((e[1] for e in edges), np.int64, len(edges))
-            kind = np.fromiter((EDGE.get(e[2], _EDGE_FALLBACK) for e in edges), np.uint8, len(edges))
-            w = _edge_weights(np.fromiter((e[3] for e in edges), np.float64, len(edges)))
-            del edges
-            index.add_edges(src, dst, w, kind)
-        t4 = time.perf_counter()
+            index.add_edges(*_edge_arrays(edges))
+        phases["edges"] = (time.perf_counter() - t3) * 1000
         index.watermark, index.watermark_pending = xmax, tuple(xip)
         self.stats["syncs"] += 1
-        return changed, {"fetch": (t1 - t0) * 1000, "records": (t2 - t1) * 1000, "nodes": (t3 - t2) * 1000,
-                         "edges": (t4 - t3) * 1000}
+        return changed, phases
+
+    def _load(self, org_id: int, index: TenantIndex) -> dict[str, float]:
+        """Read the whole org into an empty index, a page at a time (``_NODE_PAGE_SQL``); returns
+        the time of each phase in ms."""
+        info = _vector_info()
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT {_SNAPSHOT}, (SELECT count(*) FROM memory_node WHERE org_id = %(org)s) "
+                        "FROM (SELECT pg_current_snapshot() AS s) AS snap", {"org": org_id})
+            xmax, xip, count = cur.fetchone()
+        index.reserve(int(count))
+        phases = {"fetch": 0.0, "records": 0.0, "nodes": 0.0, "edges": 0.0}
+        page = self.build_page_rows
+        after = 0
+        while True:
+            t = time.perf_counter()
+            with _binary_cursor(info) as cur:
+                cur.execute(_NODE_PAGE_SQL, {"org": org_id, "after": after, "limit": page}, binary=True)
+                rows = cur.fetchall()
+            phases["fetch"] += (time.perf_counter() - t) * 1000
+            if rows:
+                after = rows[-1][0]
+                _apply_nodes(index, rows, phases)
+            if len(rows) < page:
+                break
+            del rows
+        parts: list[tuple[np.ndarray, ...]] = []
+        after = 0
+        while True:
+            t = time.perf_counter()
+            with _binary_cursor(info) as cur:
+                cur.execute(_EDGE_PAGE_SQL, {"org": org_id, "after": after, "limit": page}, binary=True)
+                edges = cur.fetchall()
+            t1 = time.perf_counter()
+            phases["fetch"] += (t1 - t) * 1000
+            if edges:
+                after = edges[-1][0]
+                parts.append(_edge_arrays([e[1:] for e in edges]))
+            phases["edges"] += (time.perf_counter() - t1) * 1000
+            if len(edges) < page:
+                break
+            del edges
+        t = time.perf_counter()
+        if parts:
+            # One call for all pages: the graph merges its CSR once, not once per page.
+            index.add_edges(*(np.concatenate(cols) for cols in zip(*parts, strict=True)))
+            del parts
+        phases["edges"] += (time.perf_counter() - t) * 1000
+        index.watermark, index.watermark_pending = xmax, tuple(xip)
+        self.stats["syncs"] += 1
+        return phases
 
     # -- cold and oversized orgs ------------------------------------------------------------
     def get_or_none(self, org_id: int) -> TenantIndex | None:

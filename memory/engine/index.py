@@ -118,6 +118,15 @@ class TenantIndex:
         return self.col("node_id")[np.asarray(local_ids, dtype=np.int64)]
 
     # -- writes -------------------------------------------------------------
+    def reserve(self, n: int) -> None:
+        """Make room for ``n`` nodes in all, before writing them in several batches (a build read in
+        pages): each batch would otherwise grow the columns, the vector matrix and the windows'
+        rows by doubling, leaving up to twice the capacity the nodes need."""
+        for c in self._cols.values():
+            c.reserve(n)
+        self.vectors.reserve(n)
+        self.windows.reserve(n)
+
     def upsert_nodes(self, batch: Sequence[NodeRecord] | Mapping[str, Sequence[Any]]) -> np.ndarray:
         """Insert or update nodes; returns their local positions."""
         records = _as_records(batch)

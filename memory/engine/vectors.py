@@ -95,12 +95,22 @@ class VectorIndex:
 
     def _ensure_rows(self, n: int) -> None:
         if n > self._mat.shape[0]:
-            cap = max(n, 2 * self._mat.shape[0])
-            mat = np.zeros((cap, self.dim), dtype=np.float32)
-            mat[: self.n_rows] = self._mat[: self.n_rows]
-            self._mat = mat
+            self._grow(max(n, 2 * self._mat.shape[0]))
         if n > self.n_rows:
             self._has.resize(n)
+
+    def _grow(self, cap: int) -> None:
+        mat = np.zeros((cap, self.dim), dtype=np.float32)
+        mat[: self.n_rows] = self._mat[: self.n_rows]
+        self._mat = mat
+
+    def reserve(self, n: int) -> None:
+        """Room for ``n`` rows without growing again: a build that knows its row count and writes
+        in pages would otherwise double the matrix (up to twice the rows it needs, counted by
+        ``nbytes`` and, once written, resident)."""
+        if n > self._mat.shape[0]:
+            self._grow(int(n))
+        self._has.reserve(n)
 
     def nbytes(self) -> int:
         hnsw = 0

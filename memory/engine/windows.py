@@ -65,6 +65,13 @@ class ContextWindows:
             grown[: self._nbr.shape[0]] = self._nbr
             self._nbr = grown
 
+    def reserve(self, n: int) -> None:
+        """Room for ``n`` nodes' neighbour rows (see ``TenantIndex.reserve``)."""
+        if n > self._nbr.shape[0]:
+            grown = np.full((int(n), self._nbr.shape[1]), -1, dtype=np.int64)
+            grown[: self._nbr.shape[0]] = self._nbr
+            self._nbr = grown
+
     def _set_holder(self, slot: tuple[int, int], local_id: int | None) -> None:
         if local_id is None:
             self._at.pop(slot, None)

@@ -94,6 +94,30 @@ def test_estimate_is_close_enough_to_judge_conversation_turns() -> None:
     assert 0.6 <= bound / idx.nbytes() <= 1.0, (bound, idx.nbytes())
 
 
+def test_reserved_index_written_in_pages_holds_what_one_write_holds() -> None:
+    """A build read in pages reserves the org's row count first: written page by page, the columns,
+    the vector matrix and the windows' rows would otherwise grow by doubling, to up to twice the
+    rows (3,000 rows in pages of 100 end with room for 3,200, and a copy of the matrix at each step)."""
+    records = _records(3000, seed=9, dim=64)
+    one = TenantIndex(64)
+    one.reserve(len(records))
+    one.upsert_nodes(records)
+    paged = TenantIndex(64)
+    paged.reserve(len(records))
+    for i in range(0, len(records), 100):
+        paged.upsert_nodes(records[i: i + 100])
+    one.compact()
+    paged.compact()  # page boundaries re-index some windows twice: dead postings, compacted away
+    assert paged.nbytes() <= one.nbytes()
+    assert paged.vectors.nbytes() == one.vectors.nbytes() == 3000 * (64 * 4 + 1)
+    unreserved = TenantIndex(64)
+    for i in range(0, len(records), 100):
+        unreserved.upsert_nodes(records[i: i + 100])
+    unreserved.compact()
+    assert unreserved.vectors.nbytes() == 3200 * 64 * 4 + unreserved.vectors._has.nbytes  # what reserving saves
+    assert unreserved.nbytes() > one.nbytes()
+
+
 def test_text_bytes_follow_the_stored_width() -> None:
     """CPython keeps a CJK text at 2 bytes a character; counting characters (the old accounting)
     under-counted an org of CJK turns' texts by half."""
