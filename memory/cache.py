@@ -313,7 +313,7 @@ class EngineCache:
             index = self._indexes.get(org_id)
             if index is None:
                 index = self._build(org_id)
-                self._admit(org_id, index)
+                self._admit(org_id, index, built=True)
                 self.stats["last_trim_ms"] = release_freed_memory()  # the build's pages and rows
             elif self._sync(org_id, index)[0]:
                 if index.dead_fraction() > 0.5:
@@ -321,7 +321,7 @@ class EngineCache:
                 # An org that grew past the exact-search size gets its HNSW graph here, under the
                 # write lock, not lazily inside a search that other readers run beside it.
                 index.vectors.prepare()
-                self._admit(org_id, index)  # the index grew: the cap holds after catch-ups too
+                self._admit(org_id, index, built=False)  # the index grew: the cap holds after catch-ups too
             with self._guard:
                 if org_id in self._indexes:  # another org's catch-up may have evicted it meanwhile
                     self._indexes.move_to_end(org_id)
@@ -339,14 +339,18 @@ class EngineCache:
         phases["hnsw"] = (time.perf_counter() - t_hnsw) * 1000
         with self._guard:
             self.stats["builds"] += 1
-            if org_id in self._built:
+            rebuilt = org_id in self._built
+            if rebuilt:
                 self.stats["rebuilds"] += 1
             self._built.add(org_id)
             self.stats["last_build_ms"] = (time.perf_counter() - t) * 1000
             self.stats["last_build_phases"] = phases
+        if rebuilt:  # evicted before: orgs in use need more than the cap, and each switch pays a build
+            log.info("org %s rebuilt in %.0f ms after an eviction (%d rebuilds so far): the orgs in use need more "
+                     "than NYLON_CACHE_MAX_BYTES", org_id, self.stats["last_build_ms"], self.stats["rebuilds"])
         return index
 
-    def _admit(self, org_id: int, index: TenantIndex) -> None:
+    def _admit(self, org_id: int, index: TenantIndex, *, built: bool) -> None:
         """Keep a built or caught-up index if it fits under the cap by itself, evicting the least
         recently used others as needed; else drop it and remember the org as oversized. Evicting
         the others for an index that is then dropped anyway emptied the cache, and every org evicted
@@ -362,6 +366,8 @@ class EngineCache:
                         "kept and the org is served from Postgres", org_id, index.n, size, self.max_bytes)
             return
         with self._guard:
+            if not built and self._indexes.get(org_id) is not index:
+                return  # evicted or dropped while it caught up: not brought back
             self._indexes[org_id] = index
             self._oversize.pop(org_id, None)
         self._evict(keep=org_id)

@@ -167,3 +167,19 @@ def test_catch_up_past_the_cap_drops_that_index_alone(world, client_for):
     assert cache.org_ids() == [a.org.id] and cache.stats["evictions"] == 0
     assert cache.get_or_none(a.org.id) is not None and cache.stats["builds"] == 2
     assert cache.oversize(b.org.id).measured
+
+
+def test_orgs_that_fit_share_the_cap_by_recency_and_rebuilds_are_counted(world, client_for):
+    """Orgs that each fit but not together keep LRU order; every build of an org evicted before is
+    a rebuild, counted (and logged), so a working set over the cap shows."""
+    a, b = world["a"], world["b"]
+    _weave(client_for(a.key), 5)
+    _weave(client_for(b.key), 5)
+    size_a, _ = _sizes(a.org.id)
+    size_b, _ = _sizes(b.org.id)
+    cache = EngineCache(max_bytes=max(size_a, size_b) + 1)
+    for org in (a, b, a, b):
+        assert cache.get_or_none(org.org.id) is not None
+        assert cache.org_ids() == [org.org.id]
+    assert cache.stats["builds"] == 4 and cache.stats["rebuilds"] == 2 and cache.stats["evictions"] == 3
+    assert cache.oversize(a.org.id) is None and cache.oversize(b.org.id) is None
