@@ -174,6 +174,16 @@ class MemorySession(models.Model):
             models.UniqueConstraint(fields=["org", "owner_user", "owner_agent", "key"], name="session_unique",
                                     nulls_distinct=False)
         ]
+        # The reflection tick's three questions, every minute: which open sessions went idle, which
+        # abstractions are owed, which reflections are owed. Partial, so each stays the size of the
+        # work outstanding while the table grows with every session ever written.
+        indexes = [
+            models.Index(fields=["last_turn_at"], name="session_idle_open", condition=Q(ended_at__isnull=True)),
+            models.Index(fields=["id"], name="session_abstraction_owed",
+                         condition=Q(abstraction_status__in=["pending", "failed"])),
+            models.Index(fields=["org", "id"], name="session_reflection_owed",
+                         condition=Q(abstraction_status="done", reflection_status__in=["open", "failed", "pending"])),
+        ]
 
 
 class IngestBatch(models.Model):
