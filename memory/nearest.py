@@ -12,8 +12,8 @@ them: deterministic for recent memory, approximate only beyond it, and bounded i
 
 A check that looks past one owner (conflict candidates among the nodes other writers share with
 the new node) has no btree index that keeps its exact window short: ``window_where`` then bounds
-the exact part by the org's most recent rows (``org_recent_floor``), so its cost does not grow
-with the org, and the HNSW scan covers the rest.
+the exact part by the org's most recent rows (``reflection.conflicts._recent_floor``, read once per
+check), so its cost does not grow with the org, and the HNSW scan covers the rest.
 """
 
 from __future__ import annotations
@@ -28,13 +28,6 @@ def vector_literal(values: Iterable[float]) -> str:
     connections do not all register pgvector's binary adapter. Seven decimals: below float32's
     resolution for unit vectors' components, so cosine ranks are those of the stored vectors."""
     return "[" + ",".join(f"{float(x):.7f}" for x in values) + "]"
-
-
-def org_recent_floor(*, org: str, rows: int) -> str:
-    """A condition keeping ``memory_node m`` to the org's ``rows`` most recent rows (any owner), read
-    from the ``(org, -id)`` index alone: a bound for an exact window whose filter no index serves."""
-    return f"""m.id >= (SELECT coalesce(min(f.id), 0) FROM (
-                SELECT id FROM memory_node WHERE org_id = {org} ORDER BY id DESC LIMIT {int(rows)}) f)"""
 
 
 def nearest_sql(*, where: str, query: str, limit: str, window_where: str = "TRUE") -> str:
