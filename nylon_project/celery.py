@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 from celery import Celery, signals
@@ -65,6 +66,13 @@ def _restore_request_id(sender=None, task_id=None, task=None, **kwargs) -> None:
 @signals.task_postrun.connect
 def _forget_request_id(sender=None, task_id=None, **kwargs) -> None:
     request_context.task_finished(task_id)
+
+
+@signals.after_setup_logger.connect
+def _pool_warnings_shown(**kwargs) -> None:
+    # billiard reports a child replaced for passing --max-memory-per-child as a warning on the
+    # "multiprocessing" logger, which Celery sets to ERROR: without this, recycling is invisible.
+    logging.getLogger("multiprocessing").setLevel(logging.WARNING)
 
 
 @signals.after_setup_logger.connect

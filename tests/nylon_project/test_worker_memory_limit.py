@@ -204,6 +204,8 @@ def test_a_child_over_the_limit_is_replaced_after_its_task_which_is_acknowledged
     # restore sweep; a lost ack would have the task received again.
     time.sleep(10)
     log = worker.log()
+    # The replacement is in the worker's log (billiard warns on a logger Celery sets to ERROR).
+    assert "child process exiting after exceeding memory limit" in log, log[-3000:]
     for _, task_id in ran_in:
         assert log.count(f"reflection.probe[{task_id}] received") == 1, log[-3000:]
         assert log.count(f"reflection.probe[{task_id}] succeeded") == 1, log[-3000:]
