@@ -23,7 +23,7 @@ APP_SERVICES = ("web", "worker", "beat")
 # database config and its circuit breaker), and the Celery app of worker and beat.
 READERS = ("nylon_project/settings.py", "nylon_project/env.py", "nylon_project/embedded.py",
            "nylon_project/postgresql/breaker.py",
-           "nylon_project/celery.py", "nylon_project/beat_lock.py")
+           "nylon_project/celery.py", "nylon_project/beat_lock.py", "nylon_project/events.py")
 NOT_PASSED = {
     "NYLON_DEBUG": "compose is the production set-up: debug pages show settings and tracebacks to clients",
     "NYLON_HOME": "nothing there needs keeping in compose: NYLON_SECRET_KEY is required, beat's schedule is "
