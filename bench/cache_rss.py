@@ -4,8 +4,9 @@ data, in process RSS and in the index's own byte accounting.
 A fresh org in the dev database (its own owner and agent; deleted at the end unless --keep) is
 written turn by turn through the service (``memory.services.weave_session``: rows, silks, edges),
 and after each write the served read path runs as the API runs it: ``resonate_for`` (which catches
-the process's cache up) and ``record_recall`` of its hits (rows rewritten, read again by the next
-catch-up). Each step runs on one of ``--threads`` threads, as an ASGI server runs requests on
+the process's cache up) and ``record_recall`` of its hits (buffered marks), which
+``flush_recalls`` folds into the rows every ``--flush-every`` writes, as the beat does every 30 s
+(rows rewritten, read again by the next catch-up). Each step runs on one of ``--threads`` threads, as an ASGI server runs requests on
 threads of its own (glibc gives threads their own malloc arenas). Every ``--every`` nodes it prints
 RSS as it stands, RSS after ``gc`` + ``malloc_trim(0)`` (what the process really holds), the
 cache's ``nbytes()`` and, at the end, a walk of every object the index holds
@@ -237,6 +238,8 @@ def live(args) -> None:
             if seq >= args.session_len:
                 session, seq = session + 1, 0
             run(query_step, org.id, random.Random(rng.random()), args.queries_per_write)
+            if args.flush_every and written % args.flush_every < args.turns_per_write:
+                run(services.flush_recalls)
             if written % args.every < args.turns_per_write or written >= args.nodes:
                 checkpoints.append(figures(org.id, walk=False))
                 show(f"{written}", checkpoints[-1], base)
@@ -343,6 +346,7 @@ def main() -> None:
     ap.add_argument("--turns-per-write", type=int, default=1)
     ap.add_argument("--queries-per-write", type=int, default=1)
     ap.add_argument("--session-len", type=int, default=20)
+    ap.add_argument("--flush-every", type=int, default=25, help="fold recall marks into the rows every N writes")
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--every", type=int, default=500)
     ap.add_argument("--seed", type=int, default=7)
