@@ -14,7 +14,6 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
-from pgvector.psycopg.vector import register_vector_info
 from psycopg.errors import UniqueViolation
 from psycopg.types import TypeInfo
 from rest_framework.exceptions import ValidationError
@@ -38,6 +37,7 @@ from .models import (
     Visibility,
 )
 from .nearest import nearest_sql
+from .vector_adapters import register_vector_adapters
 
 log = logging.getLogger("nylon.memory")
 
@@ -766,8 +766,9 @@ def _copy(cur, table: str, columns: tuple[str, ...], rows) -> None:
                 "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped", [table])
     found = {name: (oid, is_vector) for name, oid, is_vector in raw.fetchall()}
     if any(found[c][1] for c in columns):
-        # On this cursor only: the connection's other readers keep getting vectors as text.
-        register_vector_info(raw, TypeInfo.fetch(raw.connection, "vector"))
+        # On this cursor only: the connection's other readers keep getting vectors as text. Not
+        # pgvector's register_vector_info, which leaks two classes per call (memory/vector_adapters.py).
+        register_vector_adapters(raw, TypeInfo.fetch(raw.connection, "vector"))
     with raw.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as cp:
         cp.set_types([found[c][0] for c in columns])
         for row in rows:

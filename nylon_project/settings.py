@@ -343,6 +343,9 @@ NYLON_EMBEDDING_MODEL = os.environ.get("NYLON_EMBEDDING_MODEL", "")
 NYLON_EMBEDDING_KEY = os.environ.get("NYLON_EMBEDDING_KEY", "")
 NYLON_EMBEDDING_DIM = env_int("NYLON_EMBEDDING_DIM", 384)
 NYLON_CACHE_MAX_BYTES = env_int("NYLON_CACHE_MAX_BYTES", 1024 * 1024 * 1024)
+# An org whose index cannot fit under the cap is served from Postgres; its row count is read again
+# this often, and it is built once it would fit under 0.9x the cap (memory/cache.py, oversize).
+NYLON_CACHE_OVERSIZE_RECHECK_SECS = env_float("NYLON_CACHE_OVERSIZE_RECHECK_SECS", 60.0)
 # Cold orgs up to this many nodes build their cache inside the first query; larger ones build in
 # the background while queries are answered from Postgres.
 NYLON_CACHE_SYNC_BUILD_MAX_NODES = env_int("NYLON_CACHE_SYNC_BUILD_MAX_NODES", 50_000)
