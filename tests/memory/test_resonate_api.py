@@ -189,7 +189,7 @@ def test_oversized_org_is_served_from_postgres(world, client_for, settings):
     a = world["a"]
     _weave(client_for(a.key))
     tiny = EngineCache(max_bytes=1000)
-    assert tiny.get_or_none(a.org.id) is None  # built, found over the cap, not kept
+    assert tiny.get_or_none(a.org.id) is None  # over the cap by its row counts: not built, not kept
     assert tiny.peek(a.org.id) is None
     import memory.cache as cache_mod
 
