@@ -486,36 +486,13 @@ class EngineCache:
             xmax, xip, count = cur.fetchone()
         index.reserve(int(count))
         phases = {"fetch": 0.0, "records": 0.0, "nodes": 0.0, "edges": 0.0}
-        page = self.build_page_rows
-        after = 0
-        while True:
-            t = time.perf_counter()
-            with _binary_cursor(info) as cur:
-                cur.execute(_NODE_PAGE_SQL, {"org": org_id, "after": after, "limit": page}, binary=True)
-                rows = cur.fetchall()
-            phases["fetch"] += (time.perf_counter() - t) * 1000
-            if rows:
-                after = rows[-1][0]
-                _apply_nodes(index, rows, phases)
-            if len(rows) < page:
-                break
-            del rows
+        for rows in self._pages(info, _NODE_PAGE_SQL, org_id, phases):
+            _apply_nodes(index, rows, phases)
         parts: list[tuple[np.ndarray, ...]] = []
-        after = 0
-        while True:
+        for edges in self._pages(info, _EDGE_PAGE_SQL, org_id, phases):
             t = time.perf_counter()
-            with _binary_cursor(info) as cur:
-                cur.execute(_EDGE_PAGE_SQL, {"org": org_id, "after": after, "limit": page}, binary=True)
-                edges = cur.fetchall()
-            t1 = time.perf_counter()
-            phases["fetch"] += (t1 - t) * 1000
-            if edges:
-                after = edges[-1][0]
-                parts.append(_edge_arrays([e[1:] for e in edges]))
-            phases["edges"] += (time.perf_counter() - t1) * 1000
-            if len(edges) < page:
-                break
-            del edges
+            parts.append(_edge_arrays([e[1:] for e in edges]))
+            phases["edges"] += (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         if parts:
             # One call for all pages: the graph merges its CSR once, not once per page.
@@ -525,6 +502,23 @@ class EngineCache:
         index.watermark, index.watermark_pending = xmax, tuple(xip)
         self.stats["syncs"] += 1
         return phases
+
+    def _pages(self, info: TypeInfo, sql: str, org_id: int, phases: dict[str, float]) -> Iterator[list]:
+        """The rows of ``sql`` (keyset by its first column, id) a page of ``build_page_rows`` at a
+        time, each page its own short statement; the time spent fetching goes to ``phases``."""
+        page, after = self.build_page_rows, 0
+        while True:
+            t = time.perf_counter()
+            with _binary_cursor(info) as cur:
+                cur.execute(sql, {"org": org_id, "after": after, "limit": page}, binary=True)
+                rows = cur.fetchall()
+            phases["fetch"] += (time.perf_counter() - t) * 1000
+            if rows:
+                after = rows[-1][0]
+                yield rows
+            if len(rows) < page:
+                return
+            del rows
 
     # -- cold and oversized orgs ------------------------------------------------------------
     def get_or_none(self, org_id: int) -> TenantIndex | None:
