@@ -20,8 +20,6 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import numpy as np
-
 from memory.engine.tokenize import tokenize
 from teams.auth import Actor
 from teams.models import Scope
@@ -366,7 +364,7 @@ def query_terms(actor: Actor, query_tokens: set[str]) -> QueryTerms | None:
     and the caller then judges by any shared word. Only frequencies are read: an index that did not
     serve this recall (evicted and rebuilt since) weighs the terms as well."""
     from memory.cache import get_cache
-    from memory.engine import Scope as NodeScope
+    from memory.selectors import visible_mask
 
     cache = get_cache()
     index = cache.peek(actor.org.id)
@@ -374,13 +372,8 @@ def query_terms(actor: Actor, query_tokens: set[str]) -> QueryTerms | None:
         return None
     terms = sorted(query_tokens)
     with cache.reading(actor.org.id):
-        # The mask as memory.selectors.resonate_for builds it: frequencies over what the caller may read.
-        granted = access.granted_node_ids(actor) if index.has_scope(NodeScope.RESTRICTED) else []
-        restricted = np.concatenate((np.asarray(granted, dtype=np.int64),
-                                     index.restricted_owned_by([actor.owner_key])))
-        allowed = index.visibility_mask(owner_keys=[actor.owner_key], team_ids=list(actor.team_ids),
-                                        restricted_allowed_node_ids=restricted)
-        dfs, n_docs = index.bm25.doc_freqs(terms, allowed)
+        # Frequencies over what the caller may read, as resonate_for searches.
+        dfs, n_docs = index.bm25.doc_freqs(terms, visible_mask(actor, index))
     if n_docs == 0:
         return None
     return QueryTerms.from_doc_freqs(terms, dfs.tolist(), n_docs)

