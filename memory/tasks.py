@@ -9,10 +9,12 @@ from nylon_project.celery import TRANSIENT_RETRY
 
 @shared_task(acks_late=True, name="memory.warm_cache")
 def warm_cache(org_id: int) -> dict:
-    """Build (or catch up) this process's engine cache for an org; returns its stats.
+    """Build (or catch up) the engine cache of the worker process that runs it; returns its stats.
 
-    Operators run it after a deploy so the first query of a tenant is not a cold build; tests use it
-    to prove that a worker process sees writes committed through the web process."""
+    It warms that process only: web processes build their own index on first use (or in the
+    background while Postgres answers), and a worker child is replaced after its task once over
+    NYLON_WORKER_MAX_MEMORY_KB, index included. Tests use it to prove that a worker process sees
+    writes committed through the web process."""
     from .cache import get_cache
 
     index = get_cache().get(org_id)
