@@ -1,5 +1,5 @@
 """/healthz: database (with pgvector), Redis, Celery worker ping, embedder and LLM state, the
-post-commit follow-ups and bulk batches still owed, and recalls not yet counted.
+post-commit follow-ups and bulk batches still owed, recalls not yet counted, and the last retention run.
 
 /healthz is unauthenticated, so the full report (exception text naming the DB host and user, worker
 hostnames, the LLM endpoint and its last error, counts over every org) goes only to loopback
@@ -166,6 +166,25 @@ def _recalls() -> dict:
     return out
 
 
+def _retention() -> dict:
+    """The last retention run (``nylon_project.retention``, kept in Redis): degraded when a table
+    failed in it, since its rows then pile up while everything else looks fine. No record (never
+    run yet, or Redis emptied) is not a fault."""
+    from nylon_project import retention
+
+    last = retention.last_run()
+    if last is None:
+        return {"detail": "no run recorded yet"}
+    tables = last.get("tables", {})
+    failed = {name: t["error"] for name, t in tables.items() if t.get("error")}
+    out = {"finished_at": last.get("finished_at"), "more": last.get("more", False),
+           "deleted": {name: t.get("deleted") for name, t in tables.items()}}
+    if failed:
+        return {"status": "degraded", "detail": "retention: " + "; ".join(f"{n} failed ({e})" for n, e in failed.items()),
+                **out}
+    return out
+
+
 def _llm() -> dict:
     try:
         from reflection.llm import llm_state
@@ -210,6 +229,7 @@ def healthz(request):
         "followups": _timed(_followups),
         "ingest": _timed(_ingest),
         "recalls": _timed(_recalls),
+        "retention": _timed(_retention),
     }
     serving = all(checks[name]["status"] == "ok" for name in SERVING_NEEDS)
     degraded = [name for name, c in checks.items() if c["status"] not in ("ok", "disabled")]

@@ -21,7 +21,7 @@ def _fresh_worker_ping():
 def _assert_statuses_only(body: dict) -> None:
     assert set(body) == {"status", "degraded", "checks"}, body
     assert set(body["checks"]) == {"database", "redis", "worker", "embedder", "llm", "followups", "ingest",
-                                   "recalls"}
+                                   "recalls", "retention"}
     for name, check in body["checks"].items():
         assert set(check) == {"status"}, (name, check)
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from assets.models import AuditEvent
 from memory.models import Edge, EdgeKind, Followup, IngestBatch, Node
-from nylon_project import retention
+from nylon_project import health, retention
 from nylon_project.beat_lock import _conninfo
 from reflection.models import Conflict, LlmUsage
 from tests.settings_loader import load_settings, settings_values
@@ -226,6 +226,18 @@ def test_one_info_line_per_run_and_the_last_run_is_kept(world, settings, caplog)
     last = retention.last_run()  # real Redis: what an operator (or /healthz) can read
     assert last["started_at"] == run.started_at.isoformat()
     assert last["tables"]["audit"] == {"keep": "30 days", "deleted": 2, "complete": True}
+    check = health._timed(health._retention)  # what /healthz shows an operator
+    assert check["status"] == "ok" and check["deleted"]["audit"] == 2 and check["finished_at"]
+
+
+@pytest.fixture(autouse=True)
+def _no_last_run_left_behind():
+    """The last run is kept in the shared Redis, per database: a failed run recorded here would
+    leave /healthz degraded for the tests that come after."""
+    from django.core.cache import cache
+
+    yield
+    cache.delete(retention._last_run_key())
 
 
 # --- a failing table degrades visibly ---------------------------------------------------------------
@@ -253,6 +265,9 @@ def test_a_table_that_fails_is_logged_the_others_still_run_and_the_run_raises(wo
     assert "conflicts=failed" in caplog.text
     with pytest.raises(OperationalError):  # the Celery task fails (and retries) instead of succeeding
         run.raise_for_errors()
+    check = health._timed(health._retention)  # and /healthz says so until a run succeeds
+    assert check["status"] == "degraded" and "conflicts failed" in check["detail"], check
+    assert check["deleted"]["audit"] == 2
 
 
 # --- indexes ---------------------------------------------------------------------------------------
