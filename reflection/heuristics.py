@@ -549,6 +549,42 @@ _COUNT = re.compile(
 _NUMBER = re.compile(r"\b\d+(?:[.,]\d+)?\b")
 
 
+# "The cutover is on December 4" vs "The cutover moves to December 9": one statement moves a thing
+# to another day than the other gives it, in other words than "is on". A move verb with its "to".
+_MOVED = re.compile(r"\b(?:re-?schedul(?:e|ed|es|ing)|postpon(?:e|ed|es|ing)|push(?:ed|es)?(?:\s+back)?|"
+                    r"mov(?:e|ed|es|ing)|delay(?:ed|s)?|slip(?:s|ped)?|shift(?:ed|s)?|bump(?:ed|s)?)\b"
+                    r"[^.;]*?\b(?:to|until|till)\s+(?:next\s+|the\s+)?"
+                    # ... to a day or a time ("moved to the new office" is a move, not a new date)
+                    r"(?:\d|(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b)",
+                    re.I)
+_WEEKDAYS = frozenset({"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"})
+# What does not name the thing moved: the moving, the copula, prepositions and who speaks.
+_NOT_SUBJECT = frozenset({
+    "move", "moved", "moves", "moving", "reschedule", "rescheduled", "reschedules", "rescheduling",
+    "postpone", "postponed", "postpones", "postponing", "push", "pushed", "pushes", "back", "delay",
+    "delayed", "delays", "slip", "slipped", "slips", "shift", "shifted", "shifts", "bump", "bumped",
+    "bumps", "until", "till", "be", "is", "was", "were", "will", "been", "has", "have", "had", "now",
+    "on", "in", "for", "by", "from", "of", "and", "we", "i", "they", "you", "he", "she", "it", "our",
+    "their", "my", "your", "next", "this", "week", "day"})
+
+
+def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
+    """One side moves the thing the other dates to another day: their days or dates differ, one says
+    it moved, and what is left once days, dates and the moving words are out names the same thing
+    (one side's words within the other's). The pairs compared are already each other's nearest."""
+    if a.negated or b.negated or not (_MOVED.search(a_text) or _MOVED.search(b_text)):
+        return None
+    when_a, when_b = a.numbers | (a.core & _WEEKDAYS), b.numbers | (b.core & _WEEKDAYS)
+    if not when_a or not when_b or not _differ(when_a, when_b):
+        return None
+    # Names count as words here ("Standup" opening a sentence is read as one)
+    what_a = (a.core | a.places) - _WEEKDAYS - _NOT_SUBJECT
+    what_b = (b.core | b.places) - _WEEKDAYS - _NOT_SUBJECT
+    if not what_a or not what_b or not (what_a <= what_b or what_b <= what_a):
+        return None
+    return f"rescheduled: {', '.join(sorted(when_a))} vs {', '.join(sorted(when_b))}"
+
+
 def only_counts_differ(a_text: str, b_text: str) -> bool:
     """Whether the numbers two statements disagree on are all counts of things ("Board: 7 tickets
     in progress, 2 blocked." vs "Board: 9 tickets in progress, 3 blocked."; "21 of 34 points done"
@@ -596,7 +632,7 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
         # "release plan v29" vs "release plan v59": two things with their own names, not one
         # statement with two numbers
         return None
-    changed = _changed_version(a_text, b_text, a, b)
+    changed = _changed_version(a_text, b_text, a, b) or _rescheduled(a_text, b_text, a, b)
     if changed:
         return changed
     overlap = len(a.core & b.core) / len(a.core | b.core)

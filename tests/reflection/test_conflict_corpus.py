@@ -61,6 +61,11 @@ CHAT = [
     "Build 2214 failed on the flaky login test.",                    # 39
     "Order 5521 shipped to Initech on Monday.",                      # 40
     "Order 5524 shipped to Initech on Monday.",                      # 41
+    "The billing cutover is on 4 December.",                         # 42
+    "The billing cutover moves to 9 December.",                      # 43
+    "We moved to the new office on Monday.",                         # 44
+    "The new office opens on Tuesday.",                              # 45
+    "Release review moved to Monday.",                               # 46
 ]
 TRUE_CONFLICTS = {
     (0, 18),   # one cluster, two Redis versions
@@ -71,6 +76,7 @@ TRUE_CONFLICTS = {
     (31, 32),  # one fix, two releases (a release it ships in is a value, not the thing spoken of)
     (34, 35),  # one ticket, two assignees
     (36, 37),  # "order" the verb: a quantity, not order number 5
+    (42, 43),  # one cutover, rescheduled in other words than "is on"
 }
 
 
@@ -151,3 +157,28 @@ def test_a_bot_reporting_runs_tickets_and_standups_floods_no_queue(world, client
     conflicts.detect(org_id=a.org.id, node_ids=ids)
     stored = {(ids.index(c.node_a_id), ids.index(c.node_b_id)) for c in Conflict.objects.all()}
     assert stored == TRUE_CONFLICTS
+
+
+@pytest.mark.parametrize("a,b", [
+    ("The cutover is on December 4.", "The cutover moves to December 9."),
+    ("The launch is on March 3.", "The launch was postponed to March 10."),
+    ("Release review is on Friday.", "Release review moved to Monday."),
+    ("Standup is at 9:30.", "We moved the standup to 10am."),
+    ("Sprint 14 ends on Friday with the billing demo.", "We pushed the billing demo to Monday."),
+])
+def test_a_thing_moved_to_another_day_contradicts_the_day_it_had(a, b):
+    reason = conflict_reason(a, b, extract_entities(a), extract_entities(b))
+    assert reason and reason.startswith("rescheduled: "), reason
+
+
+@pytest.mark.parametrize("a,b", [
+    ("We moved the meeting to 3pm.", "We moved the deploy to Friday."),  # two things moved
+    ("Ana moved to Berlin on March 3.", "Ben has his birthday on March 10."),
+    ("We moved to the new office on Monday.", "The new office opens on Tuesday."),  # a move, not a new date
+    ("We moved the billing demo to the big room.", "The billing demo is on Friday."),  # a room, not a day
+    ("We moved the cutover to December 9.", "The cutover moved to December 9."),  # the same day
+    ("The cutover moves to December 9 at 10am.", "The cutover is on December 9."),  # more detail
+    ("The cutover did not move to December 9.", "The cutover is on December 4."),  # a denial, not a move
+])
+def test_moves_of_other_things_or_to_the_same_day_are_no_conflict(a, b):
+    assert conflict_reason(a, b, extract_entities(a), extract_entities(b)) is None
