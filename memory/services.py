@@ -159,7 +159,7 @@ def _write_session(*, actor, turns, texts, vectors, session_key, visibility, tea
     last_seq = -1
     last_node_id = None
     if session_key:
-        session, _ = MemorySession.objects.select_for_update().get_or_create(
+        session, _ = MemorySession.objects.select_for_update(no_key=True).get_or_create(
             org=actor.org, key=session_key, **owner,
             defaults={"started_at": turns[0].occurred_at or now, "last_turn_at": now},
         )
@@ -626,7 +626,7 @@ def _bulk_write(*, actor: Actor, sessions: Sequence[SessionIn], teams: list[Team
     MemorySession.objects.bulk_create(
         [MemorySession(org=actor.org, key=k, started_at=started[k], last_turn_at=now, **owner) for k in keys],
         ignore_conflicts=True)
-    locked = {m.key: m for m in MemorySession.objects.select_for_update()
+    locked = {m.key: m for m in MemorySession.objects.select_for_update(no_key=True)
               .filter(org=actor.org, key__in=keys, **owner).order_by("key")}
 
     with connection.cursor() as cur:

@@ -250,10 +250,21 @@ def _finish(session: MemorySession, leaves: list[Node], covered: int, got: LlmFa
                         dropped=got.dropped, note=note)
 
 
+def _locked_session(session_id: int) -> MemorySession:
+    """The session row, locked against other abstraction or reflection writes of it.
+
+    FOR NO KEY UPDATE of the session alone. FOR UPDATE (of the session and, through
+    select_related, its org) also blocked every insert whose foreign key names them, since such an
+    insert takes KEY SHARE: a request stamping the session's SessionWork deadlocked with this
+    transaction inserting the same row (seen three times in 17 minutes under load), and every node
+    written to the org waited for the worker's transaction."""
+    return MemorySession.objects.select_for_update(no_key=True, of=("self",)).select_related("org").get(pk=session_id)
+
+
 @transaction.atomic
 def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: str, upto: int,
                  dropped: int = 0, note: str = "") -> dict:
-    session = MemorySession.objects.select_for_update().select_related("org").get(pk=session_id)
+    session = _locked_session(session_id)
     work = work_for(session, lock=True)
     if session.abstraction_status == MemorySession.Status.DONE or work.abstracted_upto >= upto >= 0:
         if session.abstraction_status != MemorySession.Status.DONE:  # re-marked, nothing new to do
@@ -432,7 +443,7 @@ def _near_bridge(session: MemorySession, vec) -> bool:
 
 @transaction.atomic
 def _write_bridges(*, session_id: int, drafts: list[FactDraft], vectors, round_key: str) -> dict:
-    session = MemorySession.objects.select_for_update().select_related("org").get(pk=session_id)
+    session = _locked_session(session_id)
     if session.reflection_status == MemorySession.Status.DONE:
         return {"status": "done", "noop": True}
     if _round_written(session, round_key):  # re-checked under the lock: another delivery wrote it
