@@ -128,6 +128,28 @@ def _wait_for_worker(app, queue: str, proc, log) -> None:
     raise RuntimeError(f"worker did not start: see {log.name}")
 
 
+def wait_until_worker_idle(queue: str, timeout: float = 30.0) -> None:
+    """Until the test worker has nothing queued, reserved or running. A test whose last request
+    leaves work behind (the proxy's write-back, then its conflict check) would otherwise end while
+    the worker writes, and the teardown's TRUNCATE deadlocks with it (seen in a full run)."""
+    import redis
+    from django.conf import settings
+
+    from nylon_project.celery import app
+
+    name = f"{queue}@{os.uname().nodename}"
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if broker.llen(queue) == 0:
+            inspect = app.control.inspect(destination=[name], timeout=1.0)
+            busy = [*((inspect.active() or {}).get(name) or []), *((inspect.reserved() or {}).get(name) or [])]
+            if not busy and broker.llen(queue) == 0:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"the test worker was still busy after {timeout:g} s")
+
+
 def _signal_group(proc, sig) -> None:
     try:
         os.killpg(proc.pid, sig)

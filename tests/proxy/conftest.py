@@ -30,6 +30,17 @@ def proxy_server(django_db_setup, django_db_blocker, celery_worker_process, upst
     server.stop()
 
 
+@pytest.fixture(autouse=True)
+def _write_backs_done(request):
+    """A test's last proxied request queues a write-back: let the worker finish it (and the checks
+    it queues) before the test's teardown empties the tables under it."""
+    yield
+    if "proxy_server" in request.fixturenames:
+        from tests.conftest import wait_until_worker_idle
+
+        wait_until_worker_idle(request.getfixturevalue("celery_worker_process")["queue"])
+
+
 @pytest.fixture(scope="session")
 def starved_proxy_server(django_db_setup, django_db_blocker, upstream):
     """A proxy whose context budget is zero: Nylon is 'too slow' on every request."""
