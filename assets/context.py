@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import numpy as np
+
 from memory.engine.tokenize import tokenize
 from teams.auth import Actor
 from teams.models import Scope
@@ -358,22 +360,20 @@ class QueryTerms:
         return bool(shared) and 2 * sum(self.idf[t] for t in shared) >= sum(self.idf[t] for t in self.counted)
 
 
-def query_terms(actor: Actor, query_tokens: set[str]) -> QueryTerms | None:
-    """The query's ``QueryTerms`` over the docs the caller may see in the org's engine index; None
-    when the cache holds no index of the org (Postgres served the recall: a cold or oversized org),
-    and the caller then judges by any shared word. Only frequencies are read: an index that did not
-    serve this recall (evicted and rebuilt since) weighs the terms as well."""
+def query_terms(actor: Actor, out, query_tokens: set[str]) -> QueryTerms | None:
+    """The query's ``QueryTerms`` over the docs the caller may see, from the index and mask the
+    recall ``out`` (a ``memory.selectors.ResonateOutcome``) searched with; None when Postgres served
+    it (a cold or oversized org), and the caller then judges by any shared word."""
     from memory.cache import get_cache
-    from memory.selectors import visible_mask
 
-    cache = get_cache()
-    index = cache.peek(actor.org.id)
-    if index is None or not query_tokens:
+    index, allowed = out.index, out.allowed
+    if index is None or allowed is None or not query_tokens:
         return None
     terms = sorted(query_tokens)
-    with cache.reading(actor.org.id):
-        # Frequencies over what the caller may read, as resonate_for searches.
-        dfs, n_docs = index.bm25.doc_freqs(terms, visible_mask(actor, index))
+    with get_cache().reading(actor.org.id):
+        if allowed.size < index.n:  # rows a catch-up appended since the recall: not among its docs
+            allowed = np.concatenate((allowed, np.zeros(index.n - allowed.size, dtype=bool)))
+        dfs, n_docs = index.bm25.doc_freqs(terms, allowed)
     if n_docs == 0:
         return None
     return QueryTerms.from_doc_freqs(terms, dfs.tolist(), n_docs)
@@ -569,7 +569,7 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
         room = budget.max_recall_chars
         query_tokens = set(tokenize(query))
         close_cosine = CLOSE_COSINE.get(get_embedder().name)
-        terms = query_terms(actor, query_tokens)
+        terms = query_terms(actor, out, query_tokens)
         for h in hits:
             if len(recall) >= n:
                 break  # the rest is the engine's over-fetch (spares for skipped hits), not a loss

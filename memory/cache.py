@@ -263,8 +263,6 @@ class Oversize:
     checked_at: float  # time.monotonic()
 
 
-# How often an oversized org's node count is read again, to see whether it could fit now.
-OVERSIZE_RECHECK_SECS = 60.0
 # An oversized org is built again only once its predicted size is this far under the cap, so an org
 # hovering at the cap is not built, found too big and dropped on every recheck.
 OVERSIZE_HYSTERESIS = 0.9
@@ -277,7 +275,7 @@ class EngineCache:
         self.build_page_rows = max(int(build_page_rows), 1)
         self.oversize_recheck_secs = (
             oversize_recheck_secs if oversize_recheck_secs is not None
-            else float(getattr(settings, "NYLON_CACHE_OVERSIZE_RECHECK_SECS", OVERSIZE_RECHECK_SECS)))
+            else settings.NYLON_CACHE_OVERSIZE_RECHECK_SECS)  # how often an oversized org's rows are counted again
         self._indexes: OrderedDict[int, TenantIndex] = OrderedDict()
         self._locks: dict[int, OrgLock] = {}
         self._guard = threading.Lock()

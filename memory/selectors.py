@@ -14,7 +14,7 @@ from teams.auth import Actor
 
 from .cache import get_cache, now_days
 from .embedding import get_embedder
-from .engine import ResonateParams, ResonateResult, Scope, resonate
+from .engine import ResonateParams, ResonateResult, Scope, TenantIndex, resonate
 from .engine.router import RoutePlan, route
 from .engine.tokenize import tokenize
 from .fallback import resonate_sql
@@ -49,6 +49,10 @@ class ResonateOutcome:
     total_ms: float
     vector_used: bool
     served_by: str = "engine"
+    # The engine's index and the caller's mask over it, when the engine served (None: Postgres did),
+    # for callers that weigh the query in what the caller may read (assets.context.query_terms).
+    index: TenantIndex | None = None
+    allowed: np.ndarray | None = None
 
 
 def _usable_vector(vec, dim: int) -> bool:
@@ -91,6 +95,7 @@ def resonate_for(
     embed_ms = (time.perf_counter() - t_embed) * 1000
     if query_vec is not None and not _usable_vector(query_vec, EMBEDDING_DIM if index is None else index.vectors.dim):
         query_vec = None  # wrong dimension, non-finite or zero: lexical only, reported as degraded
+    allowed = None
     if index is None:
         current = visible_nodes(actor=actor).filter(valid_to__isnull=True)  # as the index: not superseded
         result = resonate_sql(current, query=query, query_vec=query_vec, params=params,
@@ -102,4 +107,4 @@ def resonate_for(
                               allowed=allowed, params=params, now_days=now_days())
     return ResonateOutcome(result=result, plan=plan, params=params, embed_ms=embed_ms,
                            total_ms=(time.perf_counter() - t0) * 1000, vector_used=query_vec is not None,
-                           served_by="engine" if index is not None else "postgres")
+                           served_by="engine" if index is not None else "postgres", index=index, allowed=allowed)

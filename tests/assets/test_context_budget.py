@@ -94,7 +94,7 @@ def _fake_hits(monkeypatch, texts: list[str]) -> None:
                      parts={"cosine": 0.9})
     hits = tuple(Hit(node_id=10_000 + i, local=i, score=1.0 - i / 100, text=t, kind=0, explanation=ex)
                  for i, t in enumerate(texts))
-    out = SimpleNamespace(result=SimpleNamespace(hits=hits), vector_used=True)
+    out = SimpleNamespace(result=SimpleNamespace(hits=hits), vector_used=True, index=None, allowed=None)
     monkeypatch.setattr("memory.selectors.resonate_for", lambda **kw: out)
 
 

@@ -233,13 +233,13 @@ def test_words_are_weighed_only_over_the_memories_the_caller_may_read(world, cli
         if "kubernet" not in tokenize(text):
             weave(member, text, session=f"m{i}", speaker=who)
     member_actor = actor_for_user(a.member, a.org)
-    resonate_for(actor=member_actor, query="warm the cache")  # builds the org's index
-    q = set(tokenize("Kubernetes ingress controller?"))
-    for_member = query_terms(member_actor, q)
+    query = "Kubernetes ingress controller?"
+    q = set(tokenize(query))
+    for_member = query_terms(member_actor, resonate_for(actor=member_actor, query=query), q)
     assert for_member is not None and "kubernet" in for_member.decisive  # one of the member's own turns
     assert for_member.shared_enough(set(tokenize("The Kubernetes upgrade is blocked on the ingress controller.")))
     agent_actor = actor_for_agent(a.agent, scopes=frozenset({"read"}))
-    for_agent = query_terms(agent_actor, q)
+    for_agent = query_terms(agent_actor, resonate_for(actor=agent_actor, query=query), q)
     assert for_agent is not None and "kubernet" not in for_agent.counted  # common in what the agent reads
     # the member's own turn is not among the agent's documents at all
     assert own not in {h.node_id for h in resonate_for(actor=agent_actor, query="ingress controller").result.hits}
