@@ -498,29 +498,44 @@ def _session_scores(index, cand, bm, top):
 
 
 _EPOCH = date(1970, 1, 1)
+_FIRST_DAY, _PAST_LAST_DAY = (date.min - _EPOCH).days, (date.max - _EPOCH).days + 1  # years 1-9999
 
 
 def _date_focus(index, query_text, now_days, seedable, params):
     """Seedable nodes that happened on a day or in a week the query names (None: it names none).
 
     Times resolve against today (from ``now_days``), so "last Tuesday" is the Tuesday before now;
-    a node's time is its ``occurred_at`` (UTC days)."""
+    a node's time is its ``occurred_at`` (UTC days). A day named without its year ("what did we
+    decide on March 5?") is that day in every year: resolved against today it is the nearest
+    March 5, which in December is next year's, and a question about memory asks about the past."""
     if not query_text or not math.isfinite(now_days):
         return None
     try:
         today = _EPOCH + timedelta(days=math.floor(now_days))
     except OverflowError:
         return None
-    spans = [(m.start, m.end) for m in resolve_times(query_text, today)
-             if (m.end - m.start).days < params.date_max_span_days]
-    if not spans:
+    mentions = [m for m in resolve_times(query_text, today) if (m.end - m.start).days < params.date_max_span_days]
+    if not mentions:
         return None
     occ = index.col("occurred_at")
     inside = np.zeros(index.n, dtype=bool)
     with np.errstate(invalid="ignore"):  # NaN (no time) compares False
-        for start, end in spans:
-            inside |= (occ >= (start - _EPOCH).days) & (occ < (end - _EPOCH).days + 1)
+        for m in mentions:
+            if m.yearless:
+                inside |= _month_day(occ) == m.start.month * 100 + m.start.day
+            else:
+                inside |= (occ >= (m.start - _EPOCH).days) & (occ < (m.end - _EPOCH).days + 1)
     return inside & seedable
+
+
+def _month_day(occ: np.ndarray) -> np.ndarray:
+    """month * 100 + day of each UTC day count (-1 where there is no time, or none numpy can date)."""
+    out = np.full(occ.shape, -1, dtype=np.int64)
+    ok = np.isfinite(occ) & (occ >= _FIRST_DAY) & (occ < _PAST_LAST_DAY)
+    days = np.floor(occ[ok]).astype(np.int64).astype("datetime64[D]")
+    months = days.astype("datetime64[M]")
+    out[ok] = ((months.astype(np.int64) % 12) + 1) * 100 + (days - months).astype(np.int64) + 1
+    return out
 
 
 def _date_list(index, in_dates, bm, qvec, n):

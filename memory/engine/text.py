@@ -186,6 +186,9 @@ class TimeMention:
     end: date
     granularity: str  # 'day' | 'week' | 'month' | 'year'
     approximate: bool = False
+    # A day named without its year ("March 5"): ``start`` is the occurrence nearest the reference,
+    # a guess a search need not make (every March 5 it holds is a candidate).
+    yearless: bool = False
 
 
 # ---------------------------------------------------------------------------
@@ -952,7 +955,8 @@ def resolve_times(text: str, ref: datetime | date) -> list[TimeMention]:
             continue
         start, end, gran, approx = resolved
         out.append(
-            TimeMention(surface=m.group().strip(), start=start, end=end, granularity=gran, approximate=approx)
+            TimeMention(surface=m.group().strip(), start=start, end=end, granularity=gran, approximate=approx,
+                        yearless=handler is _h_dm)
         )
     return out
 

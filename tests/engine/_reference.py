@@ -240,6 +240,11 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
             if (m.end - m.start).days >= params.date_max_span_days:
                 continue
             named = True
+            if m.yearless:  # that month and day in any year
+                in_dates |= {i for i in range(n) if seedable[i] and not math.isnan(occ[i])
+                             and (d := epoch + timedelta(days=math.floor(occ[i]))).month == m.start.month
+                             and d.day == m.start.day}
+                continue
             lo, hi = (m.start - epoch).days, (m.end - epoch).days + 1
             in_dates |= {i for i in range(n) if seedable[i] and not math.isnan(occ[i]) and lo <= occ[i] < hi}
     if in_dates:

@@ -22,11 +22,13 @@ WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu x
 
 
 def _random_index(rng: np.random.Generator, n: int = 40, m: int = 90, dim: int = 8,
-                  occurred: bool = False) -> TenantIndex:
+                  occurred: bool = False, days: list[float] | None = None) -> TenantIndex:
     idx = TenantIndex(dim)
     recs = []
     for i in range(n):
-        when = float(rng.uniform(0, 12)) if occurred and rng.random() < 0.9 else float("nan")
+        when = float("nan")
+        if occurred and rng.random() < 0.9:
+            when = float(rng.choice(days)) + float(rng.uniform(0, 1)) if days else float(rng.uniform(0, 12))
         words = list(rng.choice(WORDS, size=int(rng.integers(2, 7))))
         if rng.random() < 0.2:
             words.append("yesterday")  # a resolvable time expression
@@ -125,6 +127,68 @@ def test_resonate_with_a_date_in_the_query_matches_reference(seed: int, variant:
             ref = ref_resonate(idx, q, vec, allowed, params, 12.5)
             assert [h.node_id for h in got.hits] == [r[0] for r in ref], q
             np.testing.assert_allclose([h.score for h in got.hits], [r[1] for r in ref], rtol=1e-6, atol=1e-6)
+
+
+def _day(y: int, m: int, d: int) -> int:
+    return (date(y, m, d) - date(1970, 1, 1)).days
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_a_day_named_without_its_year_matches_reference(seed: int) -> None:
+    # Nodes over three years, several on 5 January and 3 March of different years.
+    days = [_day(y, m, d) for y in (1970, 1971, 1972) for m, d in ((1, 5), (1, 6), (3, 3), (12, 31), (2, 29))
+            if not (m == 2 and y != 1972)] + [_day(1969, 12, 31), _day(1971, 7, 1)]
+    rng = np.random.default_rng(seed)
+    idx = _random_index(rng, occurred=True, days=days)
+    allowed = idx.visibility_mask(owner_keys=[1])
+    params = ResonateParams(depth=1, n_lex=5, n_vec=5, n_win=5, n_wvec=5, k=8)
+    now = _day(1972, 11, 30) + 0.5  # the nearest 5 January and 3 March are next year's, where nothing is
+    for when in ("on 5 January", "on March 3rd", "on the 31st of December", "on February 29", "on 5 January 1971"):
+        q = f"what did Ann say {when} about " + " ".join(rng.choice(WORDS, size=2))
+        for vec in (rng.normal(size=8), None):
+            got = resonate(idx, query_text=q, query_vec=vec, allowed=allowed, params=params, now_days=now)
+            ref = ref_resonate(idx, q, vec, allowed, params, now)
+            assert [h.node_id for h in got.hits] == [r[0] for r in ref], q
+            np.testing.assert_allclose([h.score for h in got.hits], [r[1] for r in ref], rtol=1e-6, atol=1e-6)
+
+
+def test_a_day_named_without_its_year_is_that_day_in_every_year() -> None:
+    # Asked on 1 December 2026, "March 5" resolves to the nearest one, 5 March 2027, where nothing
+    # happened yet; the question is about the March 5 that memory holds.
+    idx = TenantIndex(4)
+    idx.upsert_nodes([
+        NodeRecord(1, "Yes, my train was late.", scope=Scope.ORG, occurred_at=_day(2024, 3, 5) + 0.40),
+        NodeRecord(2, "We decided to move the launch to April 2.", scope=Scope.ORG, occurred_at=_day(2024, 3, 5) + 0.41),
+        NodeRecord(3, "Lol, my cat walked over the keyboard.", scope=Scope.ORG, occurred_at=_day(2024, 3, 5) + 0.42),
+        NodeRecord(4, "We decided to hire a second backend engineer.", scope=Scope.ORG,
+                   occurred_at=_day(2024, 3, 4) + 0.4),
+        NodeRecord(5, "We decided to drop Python 3.8.", scope=Scope.ORG, occurred_at=_day(2025, 3, 5) + 0.5),
+    ])
+    for a, b in ((1, 2), (2, 3)):
+        idx.add_edges([a], [b], [0.5], EdgeKind.TEMPORAL_NEXT)
+    allowed = np.ones(idx.n, dtype=bool)
+    now = _day(2026, 12, 1) + 0.5
+    got = resonate(idx, query_text="What did we decide on March 5?", allowed=allowed,
+                   params=ResonateParams(k=3), now_days=now)
+    assert {h.node_id for h in got.hits[:2]} == {2, 5}, [(h.node_id, h.text) for h in got.hits]
+    dated = resonate(idx, query_text="What did we decide on 5 March 2024?", allowed=allowed,
+                     params=ResonateParams(k=3), now_days=now)
+    assert dated.hits[0].node_id == 2  # a year given still means that year only
+    assert 5 not in {h.node_id for h in dated.hits[:2]}
+
+
+def test_month_day_of_day_counts_agrees_with_the_calendar() -> None:
+    from datetime import timedelta
+
+    from memory.engine.resonance import _month_day
+
+    rng = np.random.default_rng(7)
+    first, last = _day(1, 1, 1), _day(9999, 12, 31)
+    occ = np.concatenate([rng.uniform(first, last + 1, 20_000), [first, last + 0.99, -0.5, 0.0, 59.0, 789.9]])
+    want = [(d := date(1970, 1, 1) + timedelta(days=int(np.floor(o)))).month * 100 + d.day for o in occ]
+    assert _month_day(occ).tolist() == want
+    # no time, or none the calendar has: no month and day
+    assert _month_day(np.array([np.nan, np.inf, -np.inf, first - 1.0, last + 1.0, 1e300])).tolist() == [-1] * 6
 
 
 def test_a_named_day_brings_what_happened_that_day() -> None:

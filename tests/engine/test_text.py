@@ -415,3 +415,13 @@ def test_asks_only(text: str, expected: bool) -> None:
     from memory.engine.text import asks_only
 
     assert asks_only(text) is expected
+
+
+def test_resolve_times_marks_a_day_named_without_its_year() -> None:
+    ref = date(2026, 12, 1)
+    got = {m.surface: m for m in resolve_times("on March 5th, on 5 March 2024, yesterday, on 2024-03-05, "
+                                               "the 4th of July", ref)}
+    assert got["March 5th"].yearless and got["March 5th"].start == date(2027, 3, 5)  # the nearest, as before
+    assert got["the 4th of July"].yearless
+    assert not got["5 March 2024"].yearless and not got["yesterday"].yearless
+    assert not got["2024-03-05"].yearless
