@@ -7,6 +7,22 @@ everywhere. LRU eviction under ``NYLON_CACHE_MAX_BYTES`` among the indexes that 
 evicted org is rebuilt on demand. An org whose index alone is over the cap is not kept (nor does it
 evict the others): it is remembered as oversized, with its node count and size, and served from
 Postgres (``memory.fallback``) until its node count says it could fit again.
+
+Admission (``NYLON_CACHE_ADMISSION=frequency``, the default). When the orgs in use each fit but
+together need more than the cap, plain LRU rebuilt one on every switch between them (a build of a
+20k-node org takes seconds). On the served path (``get_or_none``) a cold org whose build would
+evict others is built only if it was requested more than ``ADMISSION_MARGIN`` (2) times as often
+lately as all the indexes it would evict together (a request count per org, halved every
+``FREQ_SAMPLE_PER_ENTRY`` requests per cached org: TinyLFU's counts with aging, exact instead of a
+sketch since orgs are few); otherwise Postgres answers it, as it answers cold and oversized orgs.
+The hot set stays built, a one-off request costs a Postgres query instead of a build plus the
+rebuild of what it evicted, and an org whose traffic grows earns its place within a few requests.
+The margin, not a bare "more than": under an even load two orgs' counts differ by noise, and a bare
+comparison swapped them back and forth (a build each time); a build costs hundreds of queries.
+``get`` (warm-ups, catch-ups, tools) still builds and admits unconditionally, evicting by recency.
+
+The process-wide stem memo (``memory.engine.tokenize``, up to 200k words) is counted against the
+same cap (``count_stem_cache``): the indexes get what it leaves.
 """
 
 from __future__ import annotations
@@ -14,11 +30,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import hashlib
+import itertools
 import logging
+import sys
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +58,8 @@ from .models import EMBEDDING_DIM
 from .vector_adapters import register_vector_adapters
 
 log = logging.getLogger("nylon.cache")
+# The module, not the function that memory.engine may re-export under the same name.
+_tokenize_mod = sys.modules[tokenize.__module__]
 
 KIND = {"leaf": NKind.LEAF, "fact": NKind.FACT, "bridge": NKind.BRIDGE, "persona": NKind.PERSONA,
         "scene": NKind.SCENE}
@@ -267,11 +287,61 @@ class Oversize:
 # hovering at the cap is not built, found too big and dropped on every recheck.
 OVERSIZE_HYSTERESIS = 0.9
 
+ADMISSION_POLICIES = ("frequency", "lru")
+# A cold org is built over others only when its recent requests outnumber theirs this many times
+# (see the module docstring). 2 measured against 1 (TinyLFU's bare comparison) and 3 in a simulation
+# of 20 equal orgs, cap 10, 4000 requests: builds under an even mix 300 / 59 / 29, under Zipf 130 /
+# 45 / 33, with the same hit rate; 3 makes an org that turns hot wait longer for no gain.
+ADMISSION_MARGIN = 2
+# Request counts are halved once this many requests per cached org (at least FREQ_SAMPLE_MIN_ENTRIES)
+# have been counted, so yesterday's hot org does not hold its place against today's (TinyLFU: a
+# sample of 10x the cache's entries).
+FREQ_SAMPLE_PER_ENTRY = 10
+FREQ_SAMPLE_MIN_ENTRIES = 8
+# /healthz reports the cache degraded while it refused an org or rebuilt one within this window.
+PRESSURE_WINDOW_SECS = 300.0
+# What a stem memo entry costs when its strings cannot be sampled (two short str objects).
+_STEM_ENTRY_FALLBACK_BYTES = 2 * (sys.getsizeof("") + 8)
+
+
+def stem_cache_size() -> dict:
+    """Entries and estimated bytes of the tokenizer's process-wide stem memo.
+
+    ``memory.engine.tokenize`` exposes no size of its memo. A ``stem_cache_info()`` there (entries,
+    max_entries, bytes) is used when it exists; until then the memo dict is read by its module name
+    (``_STEM_CACHE``, ``_STEM_CACHE_MAX``), and when those are gone the answer says ``unavailable``
+    and counts 0 bytes, so a change in that module shows here instead of silently counting nothing.
+    Bytes: the dict's table plus its key and value strings, sized on a sample of entries (the values
+    may be shared with index vocabularies: an upper estimate)."""
+    info = getattr(_tokenize_mod, "stem_cache_info", None)
+    if callable(info):
+        out = dict(info())
+        out.setdefault("status", "ok")
+        return out
+    memo = getattr(_tokenize_mod, "_STEM_CACHE", None)
+    if not isinstance(memo, dict):
+        return {"status": "unavailable", "entries": None, "max_entries": None, "bytes": 0,
+                "detail": "memory.engine.tokenize has no stem_cache_info() or _STEM_CACHE dict"}
+    entries = len(memo)
+    try:  # another thread may be filling or clearing it: then the fallback estimate
+        sample = list(itertools.islice(iter(memo.items()), 64))  # not a copy of 200k entries
+        per_entry = (sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in sample) / len(sample)
+                     if sample else _STEM_ENTRY_FALLBACK_BYTES)
+    except RuntimeError:
+        per_entry = _STEM_ENTRY_FALLBACK_BYTES
+    return {"status": "ok", "entries": entries, "max_entries": getattr(_tokenize_mod, "_STEM_CACHE_MAX", None),
+            "bytes": int(sys.getsizeof(memo) + entries * per_entry)}
+
 
 class EngineCache:
     def __init__(self, max_bytes: int | None = None, *, oversize_recheck_secs: float | None = None,
-                 build_page_rows: int = BUILD_PAGE_ROWS):
+                 build_page_rows: int = BUILD_PAGE_ROWS, admission: str | None = None,
+                 count_stem_cache: bool = True):
         self.max_bytes = max_bytes or settings.NYLON_CACHE_MAX_BYTES
+        self.admission = admission or settings.NYLON_CACHE_ADMISSION  # "frequency" or "lru"
+        if self.admission not in ADMISSION_POLICIES:
+            raise ValueError(f"admission {self.admission!r} is not one of {ADMISSION_POLICIES}")
+        self.count_stem_cache = count_stem_cache  # the stem memo's bytes come off the indexes' share
         self.build_page_rows = max(int(build_page_rows), 1)
         self.oversize_recheck_secs = (
             oversize_recheck_secs if oversize_recheck_secs is not None
@@ -279,11 +349,22 @@ class EngineCache:
         self._indexes: OrderedDict[int, TenantIndex] = OrderedDict()
         self._locks: dict[int, OrgLock] = {}
         self._guard = threading.Lock()
+        # admission_refused: requests served from Postgres because their org's build would have
+        # evicted indexes asked for more often (cache pressure); admission_dropped: builds found
+        # bigger than predicted, served once and not kept for that reason; admitted_free / admitted_over:
+        # cold orgs built into free room / over others by frequency; building_fallbacks: requests
+        # served from Postgres while their org builds in the background.
         self.stats = {"builds": 0, "syncs": 0, "evictions": 0, "last_build_ms": 0.0, "rebuilds": 0,
-                      "oversize_builds": 0, "oversize_skips": 0}
+                      "oversize_builds": 0, "oversize_skips": 0, "admitted_free": 0, "admitted_over": 0,
+                      "admission_refused": 0, "admission_dropped": 0, "building_fallbacks": 0, "freq_agings": 0}
         self._oversize: dict[int, Oversize] = {}
         self._building: set[int] = set()
         self._built: set[int] = set()  # orgs this cache has built before: another build is a rebuild
+        self._freq: dict[int, int] = {}  # recent requests per org (get_or_none), halved by _touch
+        self._freq_ops = 0
+        self._measured: dict[int, tuple[int, int]] = {}  # org -> (nodes, nbytes) of its last index here
+        self._refused: dict[int, tuple[float, int]] = {}  # org -> (last refusal, predicted nbytes)
+        self._rebuilt_at: deque[float] = deque(maxlen=1024)
 
     def _lock(self, org_id: int) -> OrgLock:
         with self._guard:
@@ -297,7 +378,15 @@ class EngineCache:
 
         An index over the cap by itself (built, or grown by a catch-up) is still returned, for this
         caller's one use, but not kept, and it evicts nothing: the org is marked oversized
-        (``oversize``), which ``get_or_none`` answers from Postgres."""
+        (``oversize``), which ``get_or_none`` answers from Postgres. A cold org is built and kept
+        whatever the admission policy (warm-ups and tools ask for it by name)."""
+        return self._get(org_id, gated=False)
+
+    def _get(self, org_id: int, *, gated: bool) -> TenantIndex:
+        """``get``; ``gated`` (the served path): a build that turns out bigger than ``_admits``
+        predicted is kept only if admission would let it evict what it has to (else it serves this
+        one caller and is dropped, its size now known), so an underestimate never evicts an index
+        asked for more often."""
         index = self._indexes.get(org_id)
         if index is not None and not self._changed(org_id, index):
             # The common case: one probe, no lock, so queries of one org do not queue here. A
@@ -311,7 +400,12 @@ class EngineCache:
             index = self._indexes.get(org_id)
             if index is None:
                 index = self._build(org_id)
-                self._admit(org_id, index, built=True)
+                size = index.nbytes()
+                if gated and size <= self._budget() and not self._admission(org_id, size, built=True):
+                    with self._guard:
+                        self._measured[org_id] = (index.n, size)
+                else:
+                    self._admit(org_id, index, built=True)
                 self.stats["last_trim_ms"] = release_freed_memory()  # the build's pages and rows
             elif self._sync(org_id, index)[0]:
                 if index.dead_fraction() > 0.5:
@@ -340,6 +434,7 @@ class EngineCache:
             rebuilt = org_id in self._built
             if rebuilt:
                 self.stats["rebuilds"] += 1
+                self._rebuilt_at.append(time.monotonic())
             self._built.add(org_id)
             self.stats["last_build_ms"] = (time.perf_counter() - t) * 1000
             self.stats["last_build_phases"] = phases
@@ -354,14 +449,17 @@ class EngineCache:
         the others for an index that is then dropped anyway emptied the cache, and every org evicted
         so was rebuilt inside its next request."""
         size = index.nbytes()
-        if size > self.max_bytes:
+        with self._guard:
+            self._measured[org_id] = (index.n, size)
+        if size > self._budget():
             with self._guard:
                 self._indexes.pop(org_id, None)
                 self._oversize[org_id] = Oversize(nodes=index.n, nbytes=size, measured=True,
                                                   checked_at=time.monotonic())
                 self.stats["oversize_builds"] += 1
-            log.warning("org %s: its index (%d nodes, %d bytes) is over the cache cap (%d bytes); it is not "
-                        "kept and the org is served from Postgres", org_id, index.n, size, self.max_bytes)
+            log.warning("org %s: its index (%d nodes, %d bytes) is over the cache cap (%d bytes, %d of it for "
+                        "indexes); it is not kept and the org is served from Postgres", org_id, index.n, size,
+                        self.max_bytes, self._budget())
             return
         with self._guard:
             if not built and self._indexes.get(org_id) is not index:
@@ -404,21 +502,36 @@ class EngineCache:
                 self._indexes.clear()
                 self._oversize.clear()
                 self._built.clear()
+                self._freq.clear()
+                self._freq_ops = 0
+                self._measured.clear()
+                self._refused.clear()
+                self._rebuilt_at.clear()
             else:
                 self._indexes.pop(org_id, None)
                 self._oversize.pop(org_id, None)
                 self._built.discard(org_id)
+                self._freq.pop(org_id, None)
+                self._measured.pop(org_id, None)
+                self._refused.pop(org_id, None)
 
     def oversize(self, org_id: int) -> Oversize | None:
         """Why the org is served from Postgres, if it is because its index cannot fit."""
         with self._guard:
             return self._oversize.get(org_id)
 
+    def _budget(self) -> int:
+        """The bytes the indexes may hold: the cap, less the stem memo when it is counted."""
+        if not self.count_stem_cache:
+            return self.max_bytes
+        return self.max_bytes - int(stem_cache_size().get("bytes") or 0)
+
     def _evict(self, keep: int) -> None:
         evicted = 0
+        budget = self._budget()
         with self._guard:
             total = sum(ix.nbytes() for ix in self._indexes.values())
-            while total > self.max_bytes and len(self._indexes) > 1:
+            while total > budget and len(self._indexes) > 1:
                 org_id, ix = next(iter(self._indexes.items()))
                 if org_id == keep:
                     self._indexes.move_to_end(org_id)
@@ -527,6 +640,7 @@ class EngineCache:
         lower bound of its row count (``TenantIndex.estimate_nbytes``) before any build, or as
         measured by a build or catch-up — is served from Postgres without being built again, until
         a recheck of its row count (every ``oversize_recheck_secs``) predicts that it fits."""
+        self._touch(org_id)
         if org_id in self._indexes:
             index = self.get(org_id)
             return None if self.oversize(org_id) is not None else index
@@ -536,14 +650,19 @@ class EngineCache:
                                             and time.monotonic() - mark.checked_at < self.oversize_recheck_secs):
                 if mark is not None:
                     self.stats["oversize_skips"] += 1
+                else:
+                    self.stats["building_fallbacks"] += 1
                 return None
         nodes, live = self._census(org_id)
         if not self._may_fit(org_id, nodes, live, mark):
             return None
+        if not self._admits(org_id, nodes, live):
+            return None
         if nodes <= settings.NYLON_CACHE_SYNC_BUILD_MAX_NODES:
-            index = self.get(org_id)
+            index = self._get(org_id, gated=True)
             return None if self.oversize(org_id) is not None else index
         with self._guard:
+            self.stats["building_fallbacks"] += 1
             if org_id in self._building:
                 return None
             self._building.add(org_id)
@@ -566,8 +685,9 @@ class EngineCache:
         predicted = bound
         if mark is not None and mark.measured and mark.nodes:
             predicted = max(bound, mark.nbytes * nodes // mark.nodes)
-        limit = self.max_bytes * (OVERSIZE_HYSTERESIS if mark is not None else 1.0)
-        if bound <= self.max_bytes and predicted <= limit:
+        budget = self._budget()
+        limit = budget * (OVERSIZE_HYSTERESIS if mark is not None else 1.0)
+        if bound <= budget and predicted <= limit:
             with self._guard:
                 self._oversize.pop(org_id, None)
             return True
@@ -577,18 +697,136 @@ class EngineCache:
             else:
                 if mark is None:
                     log.warning("org %s: %d nodes need at least %d bytes of index, over the cache cap (%d "
-                                "bytes); served from Postgres without building it", org_id, nodes, bound,
-                                self.max_bytes)
+                                "bytes, %d of it for indexes); served from Postgres without building it", org_id,
+                                nodes, bound, self.max_bytes, budget)
                 self._oversize[org_id] = Oversize(nodes=nodes, nbytes=bound, measured=False,
                                                   checked_at=time.monotonic())
             self.stats["oversize_skips"] += 1
         return False
 
+    # -- admission under pressure ------------------------------------------------------------
+    def _touch(self, org_id: int) -> None:
+        """Count a request for the org; every ``FREQ_SAMPLE_PER_ENTRY`` requests per cached org
+        (at least ``FREQ_SAMPLE_MIN_ENTRIES``), halve every count so they follow today's traffic."""
+        with self._guard:
+            self._freq[org_id] = self._freq.get(org_id, 0) + 1
+            self._freq_ops += 1
+            if self._freq_ops >= FREQ_SAMPLE_PER_ENTRY * max(len(self._indexes), FREQ_SAMPLE_MIN_ENTRIES):
+                self._freq_ops = 0
+                self._freq = {o: c >> 1 for o, c in self._freq.items() if c > 1}
+                self.stats["freq_agings"] += 1
+
+    def frequency(self, org_id: int) -> int:
+        """The org's recent request count, as admission weighs it."""
+        with self._guard:
+            return self._freq.get(org_id, 0)
+
+    def _predicted_nbytes(self, org_id: int, nodes: int, live: int) -> int:
+        """The size the org's index will have: its last size here scaled to today's rows, else its
+        lower bound. Low rather than high: an org never built here is judged to fit (or to evict
+        fewer) by what it surely needs; if its build turns out larger, it evicts by recency once,
+        and from then on its measured size is known."""
+        bound = TenantIndex.estimate_nbytes(nodes=nodes, live=live, dim=EMBEDDING_DIM)
+        with self._guard:
+            measured = self._measured.get(org_id)
+        if measured is not None and measured[0]:
+            return max(bound, measured[1] * nodes // measured[0])
+        return bound
+
+    def _admits(self, org_id: int, nodes: int, live: int) -> bool:
+        """Whether to build a cold org now. Always into free room (and always under ``lru``); over
+        others only if its request count is more than ``ADMISSION_MARGIN`` times theirs together
+        (the least recently used indexes that its predicted size would evict). A refusal is a
+        request served from Postgres because of cache pressure (``admission_refused``)."""
+        return self._admission(org_id, self._predicted_nbytes(org_id, nodes, live), built=False)
+
+    def _admission(self, org_id: int, nbytes: int, *, built: bool) -> bool:
+        """The admission rule for an index of ``nbytes`` (predicted, or measured when ``built``);
+        a refusal is counted as ``admission_refused`` (served from Postgres) or, for a build the
+        prediction let through, ``admission_dropped`` (served once by it, not kept). Admissions are
+        counted when predicted (``built`` confirms one)."""
+        predicted = nbytes
+        budget = self._budget()
+        with self._guard:
+            room = budget - sum(ix.nbytes() for ix in self._indexes.values())
+            if predicted <= room:
+                if not built:
+                    self.stats["admitted_free"] += 1
+                self._refused.pop(org_id, None)
+                return True
+            victims, freed = [], 0
+            for other, ix in self._indexes.items():  # least recently used first, as _evict takes them
+                if freed >= predicted - room:
+                    break
+                victims.append(other)
+                freed += ix.nbytes()
+            mine = self._freq.get(org_id, 0)
+            theirs = sum(self._freq.get(v, 0) for v in victims)
+            if self.admission == "lru" or mine > ADMISSION_MARGIN * theirs:
+                if not built:
+                    self.stats["admitted_over"] += 1
+                self._refused.pop(org_id, None)
+                return True
+            now = time.monotonic()
+            last = self._refused.get(org_id)
+            self._refused[org_id] = (now, predicted)
+            self.stats["admission_dropped" if built else "admission_refused"] += 1
+        if last is None or now - last[0] > PRESSURE_WINDOW_SECS:
+            log.info("org %s %s: cache pressure (its index of ~%d bytes would evict %d indexes asked for %d "
+                     "times lately, it %d; NYLON_CACHE_MAX_BYTES %d)", org_id,
+                     "built once, not kept" if built else "served from Postgres", predicted, len(victims), theirs,
+                     mine, self.max_bytes)
+        return False
+
+    def info(self) -> dict:
+        """The counters (``stats``) with what the cache holds now: the cap, the indexes' bytes and
+        share of it, the stem memo's size, the policy, and the pressure of the last
+        ``PRESSURE_WINDOW_SECS``: orgs refused (and their predicted bytes), rebuilds."""
+        stem = stem_cache_size()
+        now = time.monotonic()
+        with self._guard:
+            index_bytes = sum(ix.nbytes() for ix in self._indexes.values())
+            refused = {o: b for o, (at, b) in self._refused.items() if now - at <= PRESSURE_WINDOW_SECS}
+            rebuilds = sum(1 for at in self._rebuilt_at if now - at <= PRESSURE_WINDOW_SECS)
+            stats = dict(self.stats)
+            cached = len(self._indexes)
+        counted = int(stem.get("bytes") or 0) if self.count_stem_cache else 0
+        return {
+            "admission": self.admission, "cap_bytes": self.max_bytes, "orgs_cached": cached,
+            "index_bytes": index_bytes, "index_budget_bytes": self.max_bytes - counted,
+            "stem_cache": {**stem, "counted": self.count_stem_cache}, "stats": stats,
+            "pressure": {"window_secs": PRESSURE_WINDOW_SECS, "orgs_refused": len(refused), "rebuilds": rebuilds,
+                         # what the orgs in use would need: the cached, the refused (predicted), the memo
+                         "working_set_bytes": index_bytes + sum(refused.values()) + counted},
+        }
+
+    def health(self) -> dict:
+        """A /healthz check of this process's cache: ``info`` with a status, degraded while the
+        orgs in use need more than the cap (an org refused or rebuilt within the window): requests
+        are then served from Postgres (slower, one hop of diffusion) or wait for rebuilds. The stem
+        memo's size not being readable is shown, not degraded: the cap is then only the indexes'."""
+        out = info = self.info()
+        pressure = info["pressure"]
+        reasons = []
+        if pressure["orgs_refused"]:
+            reasons.append(f"{pressure['orgs_refused']} orgs served from Postgres as the cache is full of "
+                           f"more requested ones")
+        if pressure["rebuilds"]:
+            reasons.append(f"{pressure['rebuilds']} indexes rebuilt after an eviction")
+        if reasons:
+            out = {"status": "degraded", "detail": (
+                f"the orgs in use need ~{pressure['working_set_bytes']} bytes, over NYLON_CACHE_MAX_BYTES "
+                f"({self.max_bytes}): " + "; ".join(reasons) + f" in the last {PRESSURE_WINDOW_SECS:.0f} s"), **info}
+        if info["stem_cache"]["status"] != "ok":
+            out = {**out, "detail": "; ".join(filter(None, [out.get("detail"), "stem cache size unavailable: "
+                                                              + info["stem_cache"].get("detail", "")]))}
+        return out
+
     def _build_in_background(self, org_id: int) -> None:
         from django.db import close_old_connections
 
         try:
-            self.get(org_id)  # kept if it fits; else marked oversized, and dropped
+            self._get(org_id, gated=True)  # kept if it fits and is admitted; else marked oversized, and dropped
         except Exception:  # the fallback keeps serving; the next query retries the build
             log.exception("background cache build for org %s failed", org_id)
         finally:

@@ -349,6 +349,10 @@ NYLON_CACHE_OVERSIZE_RECHECK_SECS = env_float("NYLON_CACHE_OVERSIZE_RECHECK_SECS
 # Cold orgs up to this many nodes build their cache inside the first query; larger ones build in
 # the background while queries are answered from Postgres.
 NYLON_CACHE_SYNC_BUILD_MAX_NODES = env_int("NYLON_CACHE_SYNC_BUILD_MAX_NODES", 50_000)
+# Who gets a place in the cache when the orgs in use need more than the cap: "frequency" builds a cold
+# org only if it was asked for more than twice as often lately as the indexes its build would evict
+# (else Postgres answers it); "lru" builds every cold org and evicts the least recently used.
+NYLON_CACHE_ADMISSION = env_choice("NYLON_CACHE_ADMISSION", ("frequency", "lru"), "frequency")
 
 NYLON_LLM_URL = os.environ.get("NYLON_LLM_URL", "")
 # reflection.llm.PROVIDERS; case-insensitive. An unknown name used to become openai without a word.
