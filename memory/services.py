@@ -416,12 +416,27 @@ def flush_recalls(*, chunk: int = RECALL_FLUSH_CHUNK) -> RecallFlush:
             return RecallFlush(marks=marks, nodes=nodes)
 
 
+RECALL_BACKLOG_COUNT_CAP = 10_000
+RECALL_BACKLOG_AGE_ROWS = 1_000
+
+
 def recall_backlog() -> dict:
-    """Recall marks not yet applied, and the age in seconds of the oldest (for /healthz)."""
+    """Recall marks not yet applied, and the age in seconds of the oldest (for /healthz).
+
+    Bounded reads: /healthz is public and polled hardest exactly when the beat is down and marks
+    pile up, so it must not scan them all. The count stops at ``RECALL_BACKLOG_COUNT_CAP``
+    (``pending_capped``), and the oldest is looked for among the first marks by id, through the
+    primary key: ids follow insertion, and a mark's time is its insertion's, so the first rows
+    hold the oldest but for transactions that committed out of order."""
     with connection.cursor() as cur:
-        cur.execute("SELECT count(*), extract(epoch from now() - min(at))::float8 FROM memory_recallmark")
-        n, age = cur.fetchone()
-    return {"pending": n, "oldest_secs": round(age or 0.0, 1)}
+        cur.execute("SELECT count(*) FROM (SELECT 1 FROM memory_recallmark LIMIT %s) m",
+                    [RECALL_BACKLOG_COUNT_CAP + 1])
+        n = cur.fetchone()[0]
+        cur.execute("SELECT extract(epoch from now() - min(at))::float8 FROM "
+                    "(SELECT at FROM memory_recallmark ORDER BY id LIMIT %s) m", [RECALL_BACKLOG_AGE_ROWS])
+        age = cur.fetchone()[0]
+    return {"pending": min(n, RECALL_BACKLOG_COUNT_CAP), "pending_capped": n > RECALL_BACKLOG_COUNT_CAP,
+            "oldest_secs": round(age or 0.0, 1)}
 
 
 def reembed_missing(*, org_id: int | None = None, node_ids: Sequence[int] | None = None, batch: int = 256,

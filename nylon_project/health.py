@@ -160,7 +160,8 @@ def _recalls() -> dict:
     out = recall_backlog()
     late_after = max(10 * RECALL_FLUSH_SECS, 300.0)
     if out["oldest_secs"] > late_after:
-        return {"status": "degraded", "detail": f"recall counts: {out['pending']} recalls waiting, the oldest "
+        more = "+" if out["pending_capped"] else ""
+        return {"status": "degraded", "detail": f"recall counts: {out['pending']}{more} recalls waiting, the oldest "
                 f"{out['oldest_secs']:.0f} s (flushed every NYLON_RECALL_FLUSH_SECS = {RECALL_FLUSH_SECS:g} s)",
                 **out}
     return out
