@@ -13,11 +13,12 @@ stored sentence still shares most of its bigrams with it.
 from __future__ import annotations
 
 import re
+import sys
 import unicodedata
 
 import Stemmer
 
-__all__ = ["tokenize", "STOP_WORDS", "is_cjk_token"]
+__all__ = ["tokenize", "STOP_WORDS", "is_cjk_token", "stem_cache_info"]
 
 # Apostrophes are deleted rather than split on, so "don't" -> "dont" stays one
 # token instead of leaving a stray "t".
@@ -65,23 +66,56 @@ STOP_WORDS: frozenset[str] = frozenset(
 # collide with real words once the apostrophe is gone ("id", "ill", "well",
 # "wed") and "may"/"us" (month, country) are kept for the same reason.
 
-_STEMMER = Stemmer.Stemmer("english")
-# Bounded memo: vocabularies are Zipfian, so a plain dict hit is far cheaper
-# than a C call per token; cleared wholesale when full to bound memory.
+# PyStemmer keeps a cache of its own (10,000 words of any length by default); ours below is the
+# one that is bounded, so its own is off.
+_STEMMER = Stemmer.Stemmer("english", 0)
+# Bounded memo: vocabularies are Zipfian, so a plain dict hit is far cheaper than a C call per
+# token; cleared wholesale when full. Bounded in bytes as well as entries: only words of at most
+# _STEM_CACHE_MAX_WORD characters are kept (ids, hashes and base64 runs are rarely seen twice, and
+# a query may hold a 4,000-character one), and a stem equal to its word shares the word's object.
+# At 50,000 entries the memo holds at most ~10 MiB of ASCII words (~23 MiB if every word were
+# 4-byte characters); 200,000 entries of any length held 32 MiB of ordinary words and had no
+# bound in bytes at all. A 50,000-entry memo still answers almost every token of a vocabulary the
+# size of an org's (bench/read_rss.py --stem-cache, docs/benchmarks.md).
 _STEM_CACHE: dict[str, str] = {}
-_STEM_CACHE_MAX = 200_000
+_STEM_CACHE_MAX = 50_000
+_STEM_CACHE_MAX_WORD = 32
 
 
 def _stem_all(words: list[str]) -> list[str]:
     cache = _STEM_CACHE
-    missing = [w for w in words if w not in cache]
-    if missing:
-        if len(cache) + len(missing) > _STEM_CACHE_MAX:
-            cache.clear()
-        uniq = list(dict.fromkeys(missing))
-        for w, s in zip(uniq, _STEMMER.stemWords(uniq), strict=True):
-            cache[w] = s
-    return [cache[w] for w in words]
+    try:  # the common case, every word known: one pass
+        return [cache[w] for w in words]
+    except KeyError:
+        pass
+    # Each word is read from the memo once, and the answer is made before the memo changes: the
+    # clear below (or another request's, on another thread) drops words that were hits; the old
+    # code read them back after clearing, and the call that filled the memo raised KeyError.
+    got = [cache.get(w) for w in words]
+    uniq = list(dict.fromkeys(w for w, s in zip(words, got, strict=True) if s is None))
+    stems = dict(zip(uniq, _STEMMER.stemWords(uniq), strict=True))
+    out = [stems[w] if s is None else s for w, s in zip(words, got, strict=True)]
+    keep = [w for w in uniq if len(w) <= _STEM_CACHE_MAX_WORD]
+    if len(cache) + len(keep) > _STEM_CACHE_MAX:
+        cache.clear()
+    for w in keep[:_STEM_CACHE_MAX]:
+        s = stems[w]
+        cache[w] = w if s == w else s
+    return out
+
+
+def stem_cache_info() -> dict[str, int]:
+    """Entries of the stem memo and the bytes its dict and strings hold (a shared string counted
+    once): what one process pays for it."""
+    seen: set[int] = set()
+    nbytes = sys.getsizeof(_STEM_CACHE)
+    for w, s in list(_STEM_CACHE.items()):
+        for obj in (w, s):
+            if id(obj) not in seen:
+                seen.add(id(obj))
+                nbytes += sys.getsizeof(obj)
+    return {"entries": len(_STEM_CACHE), "bytes": nbytes, "max_entries": _STEM_CACHE_MAX,
+            "max_word": _STEM_CACHE_MAX_WORD}
 
 
 def _fold_width(m: re.Match[str]) -> str:
