@@ -568,21 +568,42 @@ _NOT_SUBJECT = frozenset({
     "their", "my", "your", "next", "this", "week", "day"})
 
 
+# What a chat line puts around the statement and does not name the thing: a lead-in ("Update:",
+# "Heads up,", "FYI") and the reason given for the move ("... because of the change freeze").
+_LEAD_IN = re.compile(r"^\s*(?:(?:update|updated|heads[\s-]+up|fyi|note|quick\s+note|reminder|psa|btw|ok(?:ay)?|so|"
+                      r"correction|change\s+of\s+plans?|news|important|good\s+news|bad\s+news)\b[\s:,;!.\u2014-]*)+",
+                      re.I)
+_REASON = re.compile(r"(?:,|\s)\s*(?:\(|\u2014\s*|-\s+)?(?:because|due\s+to|owing\s+to|thanks\s+to|given\s+that|"
+                     r"so\s+that|as\s+a\s+result\s+of|in\s+order\s+to)\b.*$", re.I | re.S)
+
+
+def _subject_text(text: str) -> str:
+    return _REASON.sub("", _LEAD_IN.sub("", text, count=1), count=1)
+
+
+def _when_words(text: str, st: Statement) -> list[str]:
+    """The days a side names, as written ("December 14th", "Friday"), for the reason line; its
+    numbers when it names no date."""
+    dates = [m.group(0).strip() for m in _DATE_RE.finditer(text)]
+    days = [w.capitalize() for w in sorted(st.core & _WEEKDAYS)]
+    return dates + days or sorted(st.numbers)
+
+
 def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
     """One side moves the thing the other dates to another day: their days or dates differ, one says
     it moved, and what is left once days, dates and the moving words are out names the same thing
-    (one side's words within the other's). The pairs compared are already each other's nearest."""
+    (one side's words within the other's). A lead-in ("Update:") and the move's reason ("because
+    of the freeze") are not part of the thing. The pairs compared are already each other's nearest."""
     if a.negated or b.negated or not (_MOVED.search(a_text) or _MOVED.search(b_text)):
         return None
     when_a, when_b = a.numbers | (a.core & _WEEKDAYS), b.numbers | (b.core & _WEEKDAYS)
     if not when_a or not when_b or not _differ(when_a, when_b):
         return None
-    # Names count as words here ("Standup" opening a sentence is read as one)
-    what_a = (a.core | a.places) - _WEEKDAYS - _NOT_SUBJECT
-    what_b = (b.core | b.places) - _WEEKDAYS - _NOT_SUBJECT
+    # Without entities, names count as words here ("Standup" opening a sentence is read as one)
+    what_a, what_b = (statement(_subject_text(t)).core - _WEEKDAYS - _NOT_SUBJECT for t in (a_text, b_text))
     if not what_a or not what_b or not (what_a <= what_b or what_b <= what_a):
         return None
-    return f"rescheduled: {', '.join(sorted(when_a))} vs {', '.join(sorted(when_b))}"
+    return f"rescheduled: {', '.join(_when_words(a_text, a))} vs {', '.join(_when_words(b_text, b))}"
 
 
 def only_counts_differ(a_text: str, b_text: str) -> bool:

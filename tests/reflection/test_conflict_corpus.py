@@ -165,10 +165,25 @@ def test_a_bot_reporting_runs_tickets_and_standups_floods_no_queue(world, client
     ("Release review is on Friday.", "Release review moved to Monday."),
     ("Standup is at 9:30.", "We moved the standup to 10am."),
     ("Sprint 14 ends on Friday with the billing demo.", "We pushed the billing demo to Monday."),
+    # a chat line's lead-in and the move's reason are not part of what moved
+    ("The Postgres upgrade to version 17 is scheduled for December 14th.",
+     "Update: the Postgres upgrade to version 17 moved to January 9th."),
+    ("The Postgres upgrade to version 17 is scheduled for December 14th.",
+     "Heads up, the Postgres upgrade to version 17 moved to January 9th."),
+    ("Agreed. The Postgres upgrade to version 17 is scheduled for December 14th.",
+     "Update: the Postgres upgrade to version 17 moved to January 9th because of the holiday change freeze."),
+    ("The launch is on March 3.", "FYI: the launch was postponed to March 10 due to the QA backlog."),
 ])
 def test_a_thing_moved_to_another_day_contradicts_the_day_it_had(a, b):
     reason = conflict_reason(a, b, extract_entities(a), extract_entities(b))
     assert reason and reason.startswith("rescheduled: "), reason
+
+
+def test_the_reschedule_reason_names_the_days_as_written():
+    a, b = "The cutover is on December 4.", "Update: the cutover moves to December 9 because of the freeze."
+    assert conflict_reason(a, b) == "rescheduled: December 4 vs December 9"
+    a, b = "Release review is on Friday.", "Release review moved to Monday."
+    assert conflict_reason(a, b) == "rescheduled: Friday vs Monday"
 
 
 @pytest.mark.parametrize("a,b", [
@@ -179,6 +194,9 @@ def test_a_thing_moved_to_another_day_contradicts_the_day_it_had(a, b):
     ("We moved the cutover to December 9.", "The cutover moved to December 9."),  # the same day
     ("The cutover moves to December 9 at 10am.", "The cutover is on December 9."),  # more detail
     ("The cutover did not move to December 9.", "The cutover is on December 4."),  # a denial, not a move
+    # the reason names another thing than what moved
+    ("The cutover moves to December 9 because the billing demo is on December 4.", "The billing demo is on December 4."),
+    ("Update: we moved the meeting to 3pm.", "Update: the deploy is on Friday."),
 ])
 def test_moves_of_other_things_or_to_the_same_day_are_no_conflict(a, b):
     assert conflict_reason(a, b, extract_entities(a), extract_entities(b)) is None
