@@ -146,8 +146,14 @@ _COMMON_OPENERS: frozenset[str] = frozenset(
     truly mainly impressive tons strong simple positive quality success respect lost understand hold
     push create gather confidence obstacles thoughts ha hah lemme gotcha man
     two three four five six seven eight nine ten
+    update updates note notes reminder heads fyi psa correction news announcement warning important tip
+    question answer summary recap agenda decision decisions context background edit btw todo followup
     """.split()
 )
+
+# Days named after a weekday ("Black Friday", "Cyber Monday"): one name, not a weekday to resolve.
+_HOLIDAY_QUALIFIERS = ("black", "cyber", "good", "easter", "ash", "holy", "palm", "maundy", "shrove", "giving")
+_NOT_AFTER_QUALIFIER = "".join(rf"(?<!\b{q}\s)" for q in _HOLIDAY_QUALIFIERS)
 
 # Lower-case words allowed *inside* a multi-word proper noun ("University of Michigan").
 _CONTRACTION_RE = re.compile(r"'(?:re|ve|d|ll|m|t)$|n't$")
@@ -351,7 +357,15 @@ def extract_entities(text: str) -> list[str]:
                 emit(run)
                 run, pending = [], []
             base, possessive = _strip_possessive(tok)
-            if acceptable(tok, initial) or _starts_name(toks, i, acceptable):
+            if (run and clean_gap and not pending and run[-1].lower() in _HOLIDAY_QUALIFIERS
+                    and base.lower() in _WEEKDAYS):
+                run.append(base)  # "Black Friday": the weekday ends the holiday's name
+                emit(run)
+                run = []
+            elif (tok.lower() in _HOLIDAY_QUALIFIERS and _is_capitalised(tok) and i + 1 < len(toks)
+                  and toks[i + 1][1].strip() == "" and toks[i + 1][0].lower() in _WEEKDAYS and not run):
+                run, pending = [base], []  # "Good Friday" opening a sentence: "Good" alone is no name
+            elif acceptable(tok, initial) or _starts_name(toks, i, acceptable):
                 # A sentence-initial word joined to a following name is more likely a name itself.
                 run.extend(pending)
                 pending = []
@@ -844,7 +858,8 @@ _PATTERNS: list[tuple[re.Pattern[str], _Handler]] = [
         ),
         _h_relative_period,
     ),
-    (re.compile(rf"\b(?:(?P<mod>last|this|next|past|coming|on)\s+)?(?P<wd>{_WD_FULL})\b", re.I), _h_weekday),
+    (re.compile(rf"{_NOT_AFTER_QUALIFIER}\b(?:(?P<mod>last|this|next|past|coming|on)\s+)?(?P<wd>{_WD_FULL})\b", re.I),
+     _h_weekday),
     (re.compile(rf"\b(?P<mod>last|this|next)\s+(?P<wd>{_WD_ABBR})\b", re.I), _h_weekday),
     (
         re.compile(

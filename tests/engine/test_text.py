@@ -425,3 +425,23 @@ def test_resolve_times_marks_a_day_named_without_its_year() -> None:
     assert got["the 4th of July"].yearless
     assert not got["5 March 2024"].yearless and not got["yesterday"].yearless
     assert not got["2024-03-05"].yearless
+
+
+@pytest.mark.parametrize("text,entities", [
+    ("Update: the Postgres upgrade moved to January 9th.", ["Postgres"]),  # a chat line's lead-in
+    ("Note: Ana owns billing.", ["Ana"]),
+    ("Reminder: standup at 10.", []),
+    ("Black Friday week is our peak.", ["Black Friday"]),  # a day's name, not "Black"
+    ("Heads up: Cyber Monday sale starts soon.", ["Cyber Monday"]),
+    ("Good Friday is a holiday in the UK.", ["Good Friday", "UK"]),
+    ("Good morning Ana", ["Ana"]),
+])
+def test_entities_skip_lead_ins_and_keep_holiday_names(text: str, entities: list[str]) -> None:
+    assert extract_entities(text) == entities
+
+
+def test_a_holiday_named_after_a_weekday_is_not_that_weekday() -> None:
+    ref = date(2026, 11, 10)
+    assert [m.surface for m in resolve_times("Black Friday week, November 24 to 30", ref)] == ["November 24"]
+    assert resolve_times("Cyber Monday sale starts soon", ref) == []
+    assert [m.start for m in resolve_times("We shipped it on Friday.", ref)] == [date(2026, 11, 6)]
