@@ -24,7 +24,7 @@ from nylon_project.schema import ErrorResponse
 from teams import access as team_access
 from teams.access import require_org_admin
 
-from . import access, services
+from . import access, selectors, services
 from .context import Budget, build_context, pick_language
 from .models import (
     AccessGrant,
@@ -60,8 +60,21 @@ class AssetOutput(serializers.Serializer):
     promotion = serializers.DictField()
     approved_by_id = serializers.IntegerField(allow_null=True)
     approved_at = serializers.DateTimeField(allow_null=True)
+    approved_version = serializers.IntegerField(allow_null=True, help_text=(
+        "The version an approver last approved; null if never approved."))
+    served_version = serializers.SerializerMethodField(help_text=(
+        "The version bound agents receive: the approved one, while the asset is approved or a newer version "
+        "awaits review (candidate) or was sent back (draft); null when agents receive nothing from it."))
+    pending_version = serializers.SerializerMethodField(help_text=(
+        "A version newer than the served one, awaiting approval (or sent back to draft); null if none."))
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+    def get_served_version(self, a) -> int | None:
+        return selectors.served_version(a)
+
+    def get_pending_version(self, a) -> int | None:
+        return selectors.pending_version(a)
 
     def get_owner(self, a) -> dict:
         return {"kind": "agent", "id": a.owner_agent_id} if a.owner_agent_id else {"kind": "user",

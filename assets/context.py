@@ -27,7 +27,7 @@ from teams.auth import Actor
 from teams.models import Scope
 
 from . import access
-from .models import AgentBinding, AssetKind, AssetStatus, BindingMode
+from .models import AgentBinding, AssetKind, BindingMode
 
 log = logging.getLogger(__name__)
 MEMORY_CALL_BUDGET = 3
@@ -480,10 +480,16 @@ def llm_degraded(org) -> str | None:
 
 
 def bound_assets(actor: Actor):
-    """(binding, asset) pairs the agent receives: approved, still visible to it, by priority."""
-    rows = (AgentBinding.objects.filter(org=actor.org, agent=actor.agent, asset__status=AssetStatus.APPROVED)
+    """(binding, asset) pairs the agent receives: assets with an approved version, still visible to it,
+    by priority, each holding its last approved version's content (a newer version may await review)."""
+    from .selectors import SERVED_STATUSES, with_served_content
+
+    rows = (AgentBinding.objects.filter(org=actor.org, agent=actor.agent, asset__approved_version__isnull=False,
+                                        asset__status__in=SERVED_STATUSES)
             .select_related("asset").order_by("priority", "asset_id"))
-    return [(b, b.asset) for b in rows if access.agent_eligible(actor.agent, b.asset)]
+    pairs = [(b, b.asset) for b in rows if access.agent_eligible(actor.agent, b.asset)]
+    served = {a.id for a in with_served_content([a for _, a in pairs])}
+    return [(b, a) for b, a in pairs if a.id in served]
 
 
 def _without_echoing_facts(org, hits, n: int):

@@ -200,8 +200,17 @@ def tool_get(actor: Actor, *, type: str, id: int) -> dict:  # noqa: A002 - the t
     if type in NODE_TYPES:
         return dict(NodeOutput(access.access_node(actor, int(id), for_write=False, request_id="mcp")).data)
     if type == "asset":
-        return dict(AssetOutput(access.access_asset_by_id(actor, int(id), for_write=False,
-                                                          request_id="mcp")).data)
+        asset = access.access_asset_by_id(actor, int(id), for_write=False, request_id="mcp")
+        if actor.agent is not None and not access._owns(actor, asset):
+            # What the context's [asset N] entry stands for: the approved version, never a newer
+            # one awaiting review (an agent reads a bound asset here in full).
+            from .selectors import with_served_content
+
+            served = with_served_content([asset])
+            if not served:
+                raise ToolError(f"Asset {id} has no approved version: only approved versions are served.")
+            asset = served[0]
+        return dict(AssetOutput(asset).data)
     raise ToolError("type is 'memory' (or 'node') for a [memory N] line, or 'asset' for an [asset N] entry.")
 
 

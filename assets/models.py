@@ -132,6 +132,11 @@ class Asset(models.Model):
     promotion = models.JSONField(default=dict, blank=True)
     approved_by = models.ForeignKey("auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     approved_at = models.DateTimeField(null=True, blank=True)
+    # The version an approver last approved: what bound agents are served (``assets.selectors``).
+    # ``version`` may be newer: an edit of an approved asset by someone who may not approve it
+    # makes the asset a candidate again, and its new version waits for review while this one is
+    # still served. None: never approved, nothing is served.
+    approved_version = models.IntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -704,6 +704,9 @@ def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict
                         continue
                     approver = users.get(row.pop("approved_by", None) or "")
                     row["node_ids"] = [node_map[i] for i in row.get("node_ids", []) if i in node_map]
+                    if row.get("status") == "approved" and row.get("approved_version") is None:
+                        # an export from before approved_version: its agents were served the current text
+                        row["approved_version"] = row.get("version", 1)
                     a = Asset.objects.create(org=org, team=team, approved_by=approver, **who, **row)
                     asset_map[old_id] = a
                 counts[kind] += 1

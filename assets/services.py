@@ -41,6 +41,16 @@ TRANSITIONS: dict[str, set[str]] = {
 EDITABLE_STATUSES = {AssetStatus.DRAFT, AssetStatus.CANDIDATE, AssetStatus.APPROVED}
 
 
+def legal_moves(status: str, approved_version: int | None) -> set[str]:
+    """The lifecycle moves from ``status``. An approved asset whose newer version awaits review
+    (candidate) or was sent back (draft) is still served its approved version, so it can still be
+    withdrawn (deprecated) without approving the pending text first."""
+    moves = set(TRANSITIONS.get(status, set()))
+    if approved_version is not None and status in (AssetStatus.DRAFT, AssetStatus.CANDIDATE):
+        moves.add(AssetStatus.DEPRECATED)
+    return moves
+
+
 def content_hash(*, title: str, summary: str, body: str, node_ids: list[int]) -> str:
     doc = json.dumps({"title": title, "summary": summary, "body": body, "node_ids": list(node_ids)},
                      sort_keys=True, ensure_ascii=False, separators=(",", ":"))
@@ -167,12 +177,24 @@ def asset_update(*, actor: Actor, asset: Asset, data: dict, expected_version: in
     if versioned:
         asset.version += 1
         asset.content_hash = new_hash
+    review = {}
+    if versioned and asset.status == AssetStatus.APPROVED:
+        # The approval was of the approved version's text, not of the asset: a change by someone who
+        # could not approve it goes back to review, and agents keep the approved version meanwhile
+        # (``assets.selectors``). An approver's own change is approved as it is saved.
+        if access.can_approve(actor, asset)[0]:
+            asset.approved_version, asset.approved_by, asset.approved_at = asset.version, actor.user, timezone.now()
+            review = {"review": "approved_by_editor", "served_version": asset.version}
+        else:
+            asset.status = AssetStatus.CANDIDATE
+            review = {"review": "pending", "from": AssetStatus.APPROVED, "to": AssetStatus.CANDIDATE,
+                      "served_version": asset.approved_version}
     if versioned or changed_meta:
         asset.save()
         if versioned:
             _version_row(asset, actor)
         audit.record(actor=actor, action="asset.update", object_type="asset", object_id=asset.id,
-                     detail={"version": asset.version, "new_version": versioned, **changed_meta},
+                     detail={"version": asset.version, "new_version": versioned, **changed_meta, **review},
                      request_id=request_id)
     return asset, versioned
 
@@ -269,7 +291,7 @@ def transition_allowed(*, actor: Actor, asset: Asset, to: str) -> bool:
     """May ``actor`` move ``asset`` (which it can read) to ``to`` now? The one lifecycle rule:
     ``asset_transition`` refuses every move this refuses, and the console offers exactly the moves
     it allows."""
-    if to not in TRANSITIONS.get(asset.status, set()):
+    if to not in legal_moves(asset.status, asset.approved_version):
         return False
     right = _transition_right(to)
     if right == _APPROVE:
@@ -292,8 +314,8 @@ def access_asset_for_transition(actor: Actor, asset_id: int, *, to: str, request
     Legality comes first, for anyone who may read the asset: an illegal move is the 400 it is for
     an org admin, not a 403 that sends a team admin looking for rights no one could use.
     ``asset_transition`` checks it again on the locked row."""
-    status = Asset.objects.filter(org=actor.org, id=asset_id).values_list("status", flat=True).first()
-    if status is not None and to not in TRANSITIONS.get(status, set()):
+    row = Asset.objects.filter(org=actor.org, id=asset_id).values_list("status", "approved_version").first()
+    if row is not None and to not in legal_moves(*row):
         asset = access.access_asset_by_id(actor, asset_id, for_write=False, request_id=request_id)
         raise ValidationError({"to": [f"Illegal transition {asset.status} → {to}."]})
     right = _transition_right(to)
@@ -305,7 +327,7 @@ def access_asset_for_transition(actor: Actor, asset_id: int, *, to: str, request
 def asset_transition(*, actor: Actor, asset: Asset, to: str, expected_version: int | None = None,
                      request_id: str = "") -> Asset:
     asset = _lock(asset, expected_version)
-    if to not in TRANSITIONS.get(asset.status, set()):
+    if to not in legal_moves(asset.status, asset.approved_version):
         raise ValidationError({"to": [f"Illegal transition {asset.status} → {to}."]})
     if not transition_allowed(actor=actor, asset=asset, to=to):
         raise PermissionDenied(_TRANSITION_REFUSALS[_transition_right(to)])
@@ -322,9 +344,19 @@ def asset_transition(*, actor: Actor, asset: Asset, to: str, expected_version: i
         asset.approved_by = actor.user
         asset.approved_at = timezone.now()
         detail["approver"] = actor.label
+        # What is approved is this version's text: from now on it is what bound agents are served.
+        detail["version"] = asset.version
+        detail["previously_served_version"] = asset.approved_version
+        asset.approved_version = asset.version
     elif to == AssetStatus.DRAFT and asset.promotion:
         detail["rejected_promotion"] = asset.promotion
         asset.promotion = {}
+    elif to == AssetStatus.DEPRECATED and asset.promotion:
+        # a pending promotion of an approved asset's newer version, withdrawn with the asset
+        detail["withdrawn_promotion"] = asset.promotion
+        asset.promotion = {}
+    if to == AssetStatus.DRAFT and asset.approved_version is not None:
+        detail["served_version"] = asset.approved_version  # a rejected edit: the approved text stays served
     asset.status = to
     asset.save()
     audit.record(actor=actor, action="asset.transition", object_type="asset", object_id=asset.id,

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods
 from rest_framework import exceptions as drf
 
 from assets import access as asset_access
+from assets import selectors as asset_selectors
 from assets import services
 from assets.models import Asset, AssetKind, AssetStatus, ObjectType
 from memory.models import Visibility
@@ -105,6 +106,8 @@ def _hints(actor, asset: Asset) -> dict:
         "owns": owns,
         "can_write": writable,
         "can_edit": writable and asset.status in services.EDITABLE_STATUSES,
+        # the asset_update rule: a change to an approved asset by a non-approver goes back to review
+        "edit_needs_review": asset.status == AssetStatus.APPROVED and not asset_access.can_approve(actor, asset)[0],
         "transitions": [(to, TRANSITION_LABELS.get(to, to))
                         for to in services.allowed_transitions(actor=actor, asset=asset)],
         "can_manage_acl": owns or actor.is_org_admin,
@@ -148,6 +151,8 @@ def _detail(request, asset: Asset, *, status: int = 200, **forms):
         "nodes": nodes,
         "hidden_nodes": len(set(asset.node_ids)) - len(nodes),
         "bindings": selectors.asset_bindings(actor=actor, asset=asset),
+        "served_version": asset_selectors.served_version(asset),
+        "pending_version": asset_selectors.pending_version(asset),
         "edit_form": forms.get("edit_form") or AssetEditForm(initial=initial, chat_memory=chat),
         "visibility_form": forms.get("visibility_form") or AssetVisibilityForm(
             initial={"visibility": asset.visibility, "expected_version": asset.version}, teams=teams_),
@@ -198,8 +203,13 @@ def _asset_post(request, asset_id: int):
             # error line: the edit panel is no longer rendered for such an asset.
             asset.refresh_from_db()
             return _detail(request, asset, edit_form=form, error=" ".join(form.non_field_errors()), status=400)
-        messages.success(request, _("Saved as version %(v)s.") % {"v": asset.version} if versioned
-                         else _("Nothing changed: no new version."))
+        if versioned and asset_selectors.pending_version(asset) is not None and asset.status == AssetStatus.CANDIDATE:
+            messages.success(request, _("Saved as version %(v)s, awaiting approval: agents are still served "
+                                        "version %(served)s.") % {"v": asset.version,
+                                                                   "served": asset.approved_version})
+        else:
+            messages.success(request, _("Saved as version %(v)s.") % {"v": asset.version} if versioned
+                             else _("Nothing changed: no new version."))
         return back
 
     if op == "transition":  # POST /assets/{id}/transition

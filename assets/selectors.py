@@ -1,0 +1,59 @@
+"""Reads of memory assets: which version of an asset its bound agents are served.
+
+An agent is served an asset's last approved version (``Asset.approved_version``), never a newer
+one waiting for review: an edit of an approved shared asset by someone who may not approve it makes
+the asset a candidate again (``services.asset_update``), and until an approver approves it the
+context, the index and the ``memory_get`` tool keep giving the approved text."""
+
+from __future__ import annotations
+
+from django.db.models import Q
+
+from .models import Asset, AssetStatus, AssetVersion
+
+# The states in which an asset with an approved version is served: approved, and an approved
+# asset whose newer version awaits review (candidate) or was sent back (draft). Deprecated and
+# archived assets are withdrawn.
+SERVED_STATUSES = (AssetStatus.APPROVED, AssetStatus.CANDIDATE, AssetStatus.DRAFT)
+_CONTENT = ("title", "summary", "body", "node_ids", "content_hash")
+
+
+def served_version(asset: Asset) -> int | None:
+    """The version bound agents receive, or None when they receive nothing from this asset."""
+    if asset.approved_version is None or asset.status not in SERVED_STATUSES:
+        return None
+    return asset.approved_version
+
+
+def pending_version(asset: Asset) -> int | None:
+    """A version newer than the served one, saved since the approval (awaiting review, or sent back
+    to draft); None when the served version is the current one."""
+    served = served_version(asset)
+    return asset.version if served is not None and asset.version != served else None
+
+
+def with_served_content(assets: list[Asset]) -> list[Asset]:
+    """The assets as their agents are served them: each one's approved version's content in place of
+    a newer unapproved one (one query for all), in the same order. The instances are changed in
+    memory only and must not be saved. Assets with nothing to serve, or whose approved version's row
+    is missing (an import without it), are left out: serving the unreviewed text instead is the
+    bypass this exists to close."""
+    out = [a for a in assets if served_version(a) is not None]
+    older = {a.id: a.approved_version for a in out if a.version != a.approved_version}
+    if not older:
+        return out
+    which = Q()
+    for asset_id, version in older.items():
+        which |= Q(asset_id=asset_id, version=version)
+    rows = {v.asset_id: v for v in AssetVersion.objects.filter(which)}
+    served = []
+    for a in out:
+        if a.id in older:
+            row = rows.get(a.id)
+            if row is None:
+                continue
+            for f in _CONTENT:
+                setattr(a, f, getattr(row, f))
+            a.version = row.version
+        served.append(a)
+    return served
