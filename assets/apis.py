@@ -347,6 +347,21 @@ class BindingOutput(serializers.Serializer):
     mode = serializers.CharField()
     priority = serializers.IntegerField()
     created_at = serializers.DateTimeField()
+    served = serializers.SerializerMethodField(help_text=(
+        "Whether the agent receives anything from this binding: only an asset's approved version is served, "
+        "so a binding of a draft or candidate never approved gives nothing until it is approved."))
+    served_version = serializers.SerializerMethodField(help_text="The asset version the agent is served, or null.")
+    note = serializers.SerializerMethodField(help_text=(
+        "Why the agent receives nothing, or an older version than the asset's current one; empty otherwise."))
+
+    def get_served(self, b) -> bool:
+        return selectors.served_version(b.asset) is not None
+
+    def get_served_version(self, b) -> int | None:
+        return selectors.served_version(b.asset)
+
+    def get_note(self, b) -> str:
+        return selectors.serving_note(b.asset)
 
 
 class AgentBindingListApi(Api):

@@ -57,3 +57,18 @@ def with_served_content(assets: list[Asset]) -> list[Asset]:
             a.version = row.version
         served.append(a)
     return served
+
+
+def serving_note(asset: Asset) -> str:
+    """What a binding of this asset gives its agent, said where the binding is made (the API's
+    answer, the console): a draft binds without error but serves nothing until approved."""
+    served, pending = served_version(asset), pending_version(asset)
+    if served is None:
+        if asset.status in (AssetStatus.DEPRECATED, AssetStatus.ARCHIVED):
+            return f"This asset is {asset.status}: the agent receives nothing from it."
+        return (f"Only approved versions are served: this asset is {asset.status} and has no approved version, "
+                "so the agent receives nothing from it until an approver approves it.")
+    if pending is not None:
+        return (f"The agent is served version {served}, the last approved one; version {pending} "
+                f"{'was sent back to draft' if asset.status == AssetStatus.DRAFT else 'awaits approval'}.")
+    return ""

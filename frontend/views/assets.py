@@ -153,6 +153,7 @@ def _detail(request, asset: Asset, *, status: int = 200, **forms):
         "bindings": selectors.asset_bindings(actor=actor, asset=asset),
         "served_version": asset_selectors.served_version(asset),
         "pending_version": asset_selectors.pending_version(asset),
+        "serving_note": asset_selectors.serving_note(asset),
         "edit_form": forms.get("edit_form") or AssetEditForm(initial=initial, chat_memory=chat),
         "visibility_form": forms.get("visibility_form") or AssetVisibilityForm(
             initial={"visibility": asset.visibility, "expected_version": asset.version}, teams=teams_),
@@ -258,6 +259,8 @@ def _asset_post(request, asset_id: int):
         services.binding_set(actor=actor, agent=agent, asset=asset, mode=d["mode"], priority=d["priority"],
                              request_id=rid)
         messages.success(request, _("Bound to %(agent)s.") % {"agent": agent.name})
+        if asset_selectors.served_version(asset) is None:
+            messages.warning(request, asset_selectors.serving_note(asset))
         return back
 
     if op == "unbind":  # DELETE /agents/{id}/bindings/{binding}: the API's calls, no asset read check
