@@ -88,6 +88,20 @@ class TeamForm(forms.Form):
     description = forms.CharField(label=_("Description"), max_length=2000, required=False)
 
 
+class TeamDeleteForm(forms.Form):
+    """What becomes of the memories and assets shared with a team that is deleted (teams.services.team_delete)."""
+
+    memories = forms.ChoiceField(label=_("Memories and assets shared with the team"), required=False,
+                                 widget=forms.RadioSelect,
+                                 choices=[("move", _("Move them to another team")),
+                                          ("private", _("Make each private to its writer"))])
+    to_team = forms.TypedChoiceField(label=_("Team taking them over"), required=False, coerce=int, empty_value=None)
+
+    def __init__(self, *args, teams=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["to_team"].choices = [("", "—")] + [(t.id, t.name) for t in teams]
+
+
 class TeamMemberForm(forms.Form):
     user_id = forms.TypedChoiceField(label=_("Member"), coerce=int)
     role = forms.ChoiceField(label=_("Team role"), choices=TeamRole.choices, initial=TeamRole.MEMBER)

@@ -8,7 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from nylon_project.api import Api, StrictPatchSerializer, StrictSerializer, paginate, team_from_input
-from nylon_project.errors import ServiceUnavailable
+from nylon_project.errors import ServiceUnavailable, error_body
 from nylon_project.pagination import CursorPage
 from nylon_project.schema import ErrorResponse
 
@@ -120,13 +120,56 @@ class TeamDetailApi(Api):
                                    request_id=self.request_id())
         return Response(TeamOutput(team).data)
 
-    @extend_schema(responses={204: None})
+    class DeleteInput(StrictSerializer):
+        memories = serializers.ChoiceField(
+            choices=services.TEAM_DELETE_CHOICES, required=False,
+            help_text="What becomes of the memories and assets shared with the team (required while there are "
+                      "any): move (to to_team_id) or private (each private to its writer).")
+        to_team_id = serializers.IntegerField(required=False, help_text="With memories=move: the team taking "
+                                                                        "them over (another team of the org).")
+
+    class DeleteOutput(serializers.Serializer):
+        team = serializers.DictField(help_text="The deleted team: id, name.")
+        memories = serializers.CharField(allow_null=True)
+        to_team = serializers.DictField(allow_null=True, help_text="id, name; with memories=move.")
+        nodes = serializers.DictField(child=serializers.IntegerField(),
+                                      help_text="shared: the memories that were shared with the team (moved or "
+                                                "made private); other: memories of another visibility that "
+                                                "named it (moved, or the team label removed).")
+        assets = serializers.DictField(child=serializers.IntegerField(), help_text="As nodes, for assets.")
+        agents = serializers.ListField(child=serializers.DictField(),
+                                       help_text="The team's agents, now in no team: id, name, default_visibility "
+                                                 "(private where it was team) and previous_default_visibility.")
+        grants_removed = serializers.IntegerField(help_text="ACL grants to the team's roles, removed.")
+        withdrawn_promotions = serializers.ListField(child=serializers.IntegerField(),
+                                                     help_text="Candidates promoted to the team, back to draft.")
+
+    @extend_schema(parameters=[DeleteInput], responses={200: DeleteOutput, 400: ErrorResponse, 409: ErrorResponse})
     def delete(self, request, team_id: int):
-        """Deletes the team. Org admins only."""
+        """Deletes the team, in one transaction with everything that named it. Org admins only.
+
+        While memories or assets are shared with the team, a choice is required (409 team_not_empty, with the
+        counts, otherwise): memories=move&to_team_id=<id> hands them to another team of the org,
+        memories=private makes each private to its writer. The team's agents leave it; those whose writes
+        defaulted to the team now default to private. The answer says what was done."""
 
         team = access.access_team_by_id(request.actor, team_id, for_write=True)
-        services.team_delete(actor=request.actor, team=team, request_id=self.request_id())
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        s = self.DeleteInput(data=request.query_params.dict())
+        s.is_valid(raise_exception=True)
+        to_team = None
+        if "to_team_id" in s.validated_data:
+            try:
+                to_team = access.access_team_by_id(request.actor, s.validated_data["to_team_id"], for_write=False)
+            except Http404:
+                raise serializers.ValidationError({"to_team_id": ["No such team."]}) from None
+        try:
+            result = services.team_delete(actor=request.actor, team=team, memories=s.validated_data.get("memories"),
+                                          to_team=to_team, request_id=self.request_id())
+        except services.TeamNotEmpty as exc:
+            # The error shape carries fields only for 400s; this 409 names the choice to make.
+            return Response(error_body(exc.default_code, str(exc.detail), fields=exc.fields, request=request),
+                            status=exc.status_code)
+        return Response(result.as_dict())
 
 
 class TeamMemberOutput(serializers.Serializer):

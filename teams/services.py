@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from functools import partial
 
@@ -20,8 +21,12 @@ from django.utils.text import slugify
 from rest_framework.exceptions import PermissionDenied, Throttled, ValidationError
 
 from assets import audit
+from assets.models import Asset
 from assets.services import promotions_withdraw_for_team
+from memory.models import Node, Visibility
+from nylon_project.errors import Conflict
 
+from . import selectors as team_selectors
 from .access import require_org_admin
 from .auth import KEY_PREFIX, Actor, hash_secret
 from .models import (
@@ -204,15 +209,121 @@ def team_update(*, actor: Actor, team: Team, data: dict, request_id: str = "") -
     return team
 
 
+TEAM_DELETE_CHOICES = ("move", "private")
+
+
+class TeamNotEmpty(Conflict):
+    """409: the team still has memories or assets shared with it, and the caller chose nothing for
+    them. Deleting it would leave them ``team`` with no team: readable by their owner alone, with no
+    way to share them again."""
+
+    default_code = "team_not_empty"
+
+    def __init__(self, *, team: Team, nodes: int, assets: int):
+        self.counts = {"memories": nodes, "assets": assets}
+        self.fields = {"memories": [
+            f"{_count(nodes, 'memory', 'memories')} and {_count(assets, 'asset', 'assets')} are shared with "
+            f"team {team.name}. Choose what becomes of them: memories=move with to_team_id (another team of "
+            "the organisation takes them over) or memories=private (each becomes private to its writer)."]}
+        super().__init__(f"Team {team.name} still holds {_count(nodes, 'memory', 'memories')} and "
+                         f"{_count(assets, 'asset', 'assets')} shared with it.")
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+@dataclass(frozen=True)
+class TeamDeletion:
+    """What deleting a team did (the API's answer and the audit entry's detail)."""
+
+    team: dict
+    memories: str | None
+    to_team: dict | None
+    nodes: dict
+    assets: dict
+    agents: list[dict]
+    grants_removed: int
+    withdrawn_promotions: list[int]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
 @transaction.atomic
-def team_delete(*, actor: Actor, team: Team, request_id: str = "") -> None:
+def team_delete(*, actor: Actor, team: Team, memories: str | None = None, to_team: Team | None = None,
+                request_id: str = "") -> TeamDeletion:
+    """Deletes the team and settles everything that named it, in this one transaction.
+
+    Memories and assets shared with the team (visibility ``team``) need a choice while there are
+    any (else ``TeamNotEmpty``, nothing written): ``memories="move"`` gives every row naming the
+    team to ``to_team`` (another team of the org: its members become their readers, which the
+    caller chose), ``memories="private"`` makes the shared ones private to their writers (a
+    narrowing: nobody gains a reader). Rows naming the team with another visibility keep it and
+    move with ``move``, or lose the team label (its admins' write rights) otherwise. The team's
+    agents leave it; one whose writes defaulted to the team now defaults to private, so its writes
+    that name no visibility keep working (``team`` with no team is a 400) and share with nobody new.
+    Grants to the team's roles go with it (a narrowing). No row is ever left ``team`` without a team."""
     require_org_admin(actor, action="team deletion")
+    if memories is not None and memories not in TEAM_DELETE_CHOICES:
+        raise ValidationError({"memories": [f"Choose one of: {', '.join(TEAM_DELETE_CHOICES)}."]})
+    if memories == "move":
+        if to_team is None:
+            raise ValidationError({"to_team_id": ["Moving needs the team to move to."]})
+        if to_team.org_id != team.org_id or to_team.pk == team.pk:
+            raise ValidationError({"to_team_id": ["Choose another team of this organisation."]})
+    elif to_team is not None:
+        raise ValidationError({"to_team_id": ["Only with memories=move."]})
     # Pending promotions to this team could never be applied (its id would break asset.team's
     # foreign key): send those candidates back to draft, in this transaction, before the team goes.
-    promotions_withdraw_for_team(actor=actor, team=team, request_id=request_id)
-    audit.record(actor=actor, action="team.delete", object_type="team", object_id=team.id,
-                 detail={"name": team.name}, request_id=request_id)
+    withdrawn = promotions_withdraw_for_team(actor=actor, team=team, request_id=request_id)
+    # Assets before teams, as an approval locks its asset and then the team it targets: one order.
+    list(Asset.objects.select_for_update().filter(org_id=team.org_id, team=team).order_by("id").values_list("id"))
+    # The team rows (in id order: two deletions moving into each other must not deadlock). Holding
+    # the team's row makes every concurrent write naming it wait, so the counts below stay exact.
+    ids = sorted({team.pk, *([to_team.pk] if to_team is not None else [])})
+    locked = {t.pk: t for t in Team.objects.select_for_update().filter(org_id=team.org_id, pk__in=ids)}
+    if team.pk not in locked:  # deleted meanwhile
+        raise Http404
+    if to_team is not None and to_team.pk not in locked:
+        raise ValidationError({"to_team_id": ["Choose another team of this organisation."]})
+    held = team_selectors.team_holdings(team=team)
+    if held.shared and memories is None:
+        raise TeamNotEmpty(team=team, nodes=held.shared_nodes, assets=held.shared_assets)
+
+    # Every row naming the team, deleted nodes included (none may stay team-shared with no team).
+    node_rows = Node.objects.filter(org_id=team.org_id, team=team)
+    asset_rows = Asset.objects.filter(org_id=team.org_id, team=team)
+    if memories == "move":
+        node_rows.update(team=to_team)  # the txid trigger stamps them: the engine cache re-reads them
+        asset_rows.update(team=to_team, updated_at=timezone.now())
+    else:
+        node_rows.filter(visibility=Visibility.TEAM).update(visibility=Visibility.PRIVATE, team=None)
+        node_rows.update(team=None)
+        asset_rows.filter(visibility=Visibility.TEAM).update(visibility=Visibility.PRIVATE, team=None,
+                                                             updated_at=timezone.now())
+        asset_rows.update(team=None, updated_at=timezone.now())
+    agents = []
+    for agent in Agent.objects.select_for_update().filter(org_id=team.org_id, team=team).order_by("id"):
+        was = agent.default_visibility
+        agent.team = None
+        if was == Visibility.TEAM:
+            agent.default_visibility = Visibility.PRIVATE
+        agent.save(update_fields=["team", "default_visibility"])
+        agents.append({"id": agent.id, "name": agent.name, "default_visibility": agent.default_visibility,
+                       "previous_default_visibility": was})
+    result = TeamDeletion(
+        team={"id": team.pk, "name": team.name}, memories=memories,
+        to_team={"id": to_team.pk, "name": locked[to_team.pk].name} if to_team is not None else None,
+        nodes={"shared": held.shared_nodes, "other": held.other_nodes},
+        assets={"shared": held.shared_assets, "other": held.other_assets},
+        agents=agents, grants_removed=held.grants, withdrawn_promotions=withdrawn,
+    )
+    audit.record(actor=actor, action="team.delete", object_type="team", object_id=team.pk,
+                 detail={"name": team.name, **{k: v for k, v in result.as_dict().items() if k != "team"}},
+                 request_id=request_id)
     team.delete()
+    return result
 
 
 def _is_org_admin_user(org, user_id: int) -> bool:

@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from rest_framework import exceptions as drf
@@ -17,7 +18,7 @@ from teams import access, services
 from teams import selectors as team_selectors
 
 from .. import selectors
-from ..console import add_form_errors, console_view, request_id
+from ..console import add_form_errors, console_view, error_text, request_id
 from ..forms import (
     AgentForm,
     AgentSharingForm,
@@ -25,6 +26,7 @@ from ..forms import (
     KeyForm,
     MemberAddForm,
     MemberRoleForm,
+    TeamDeleteForm,
     TeamForm,
     TeamMemberForm,
     day_end,
@@ -53,17 +55,72 @@ def teams(request):
                 status=400 if form.is_bound else 200)
 
 
+def _memories_and_assets(nodes: int, assets: int) -> str:
+    return _("%(memories)s and %(assets)s") % {
+        "memories": ngettext("%(n)s memory", "%(n)s memories", nodes) % {"n": nodes},
+        "assets": ngettext("%(n)s asset", "%(n)s assets", assets) % {"n": assets}}
+
+
+def _holdings_text(held) -> str:
+    return _memories_and_assets(held.shared_nodes, held.shared_assets)
+
+
+def _delete_texts(team, held) -> dict:
+    """The sentences of the deletion's confirmation: what each choice does, with the counts (the
+    move's ``%(team)s`` is the chosen team, filled in by console.js), and what happens anyway."""
+    what = _holdings_text(held)
+    agents = ", ".join(a.name for a in held.agents)
+    tail = [_("Delete team %(name)s?") % {"name": team.name}]
+    if held.agents:
+        tail.append(ngettext("Its agent %(agents)s leaves it and will share what it writes with nobody by default.",
+                             "Its agents %(agents)s leave it and will share what they write with nobody by default.",
+                             len(held.agents)) % {"agents": agents}
+                    if any(a.default_visibility == "team" for a in held.agents) else
+                    ngettext("Its agent %(agents)s leaves it.", "Its agents %(agents)s leave it.",
+                             len(held.agents)) % {"agents": agents})
+    if held.grants:
+        tail.append(ngettext("%(n)s access grant to the team is removed.",
+                             "%(n)s access grants to the team are removed.", held.grants) % {"n": held.grants})
+    tail.append(_("This cannot be undone."))
+    return {
+        # %(team)s stays for console.js: the team chosen in the form.
+        "move": _("%(what)s shared with it move to team %(team)s, whose members will read them.")
+        % {"what": what, "team": "%(team)s"},
+        "private": _("%(what)s shared with it become private to their writers: nobody else reads them.")
+        % {"what": what},
+        "confirm": " ".join(tail),
+    }
+
+
+def _deleted_message(d) -> str:
+    parts = [_("Team “%(name)s” deleted.") % {"name": d.team["name"]}]
+    what = _memories_and_assets(d.nodes["shared"], d.assets["shared"])
+    if d.memories == "move":
+        parts.append(_("%(what)s moved to team %(team)s.") % {"what": what, "team": d.to_team["name"]})
+    elif d.memories == "private" and (d.nodes["shared"] or d.assets["shared"]):
+        parts.append(_("%(what)s made private to their writers.") % {"what": what})
+    if d.agents:
+        parts.append(_("Now in no team: %(agents)s.") % {"agents": ", ".join(
+            a["name"] + (_(" (its writes that name no visibility are now private)")
+                         if a["previous_default_visibility"] != a["default_visibility"] else "")
+            for a in d.agents)})
+    return " ".join(parts)
+
+
 @require_http_methods(["GET", "POST"])
 @console_view
 def team_detail(request, team_id: int):
     actor = request.actor
     team = access.access_team_by_id(actor, team_id, for_write=request.method == "POST")
     org_members = team_selectors.member_list(actor=actor).order_by("user__username")
-    add_form = TeamMemberForm(request.POST if request.POST.get("op") == "add" else None, members=org_members)
-    edit_form = TeamForm(request.POST if request.POST.get("op") == "edit" else None,
+    op = request.POST.get("op")
+    add_form = TeamMemberForm(request.POST if op == "add" else None, members=org_members)
+    edit_form = TeamForm(request.POST if op == "edit" else None,
                          initial={"name": team.name, "description": team.description})
+    other_teams = team_selectors.team_list(actor=actor).exclude(pk=team.pk).order_by("name")
+    delete_form = TeamDeleteForm(request.POST if op == "delete" else None, teams=other_teams)
+    status = 400 if request.method == "POST" else 200
     if request.method == "POST":
-        op = request.POST.get("op")
         rid = request_id(request)
         if op == "add" and add_form.is_valid():
             services.team_member_set(actor=actor, team=team, request_id=rid, **add_form.cleaned_data)
@@ -86,20 +143,40 @@ def team_detail(request, team_id: int):
             else:
                 messages.success(request, _("Team saved."))
                 return redirect("frontend:team", team_id=team.id)
-        if op == "delete":
-            services.team_delete(actor=actor, team=team, request_id=rid)
-            messages.success(request, _("Team deleted."))
-            return redirect("frontend:teams")
+        if op == "delete" and delete_form.is_valid():
+            d = delete_form.cleaned_data
+            to_team = other_teams.filter(pk=d["to_team"]).first() if d["to_team"] else None
+            if d["to_team"] and to_team is None:
+                delete_form.add_error("to_team", _("Choose another team of this organisation."))
+            else:
+                try:
+                    done = services.team_delete(actor=actor, team=team, memories=d["memories"] or None,
+                                                to_team=to_team if d["memories"] == "move" else None,
+                                                request_id=rid)
+                except services.TeamNotEmpty as exc:
+                    delete_form.add_error("memories", error_text(exc.fields["memories"]))
+                    status = 409
+                except drf.ValidationError as exc:
+                    add_form_errors(delete_form, exc.detail)
+                else:
+                    messages.success(request, _deleted_message(done))
+                    return redirect("frontend:teams")
+    held = team_selectors.team_holdings(team=team) if actor.is_org_admin else None
     ctx = {
         "team": team,
         "members": team_selectors.team_member_list(actor=actor, team=team).order_by("user__username"),
         "agents": team.agents.order_by("name"),
         "add_form": add_form,
         "edit_form": edit_form,
+        "delete_form": delete_form,
+        "other_teams": other_teams.exists() if held else False,
+        "holdings": held,
+        "holdings_text": _holdings_text(held) if held else "",
+        "delete_texts": _delete_texts(team, held) if held else None,
         "can_admin": access.can_admin_team(actor, team.id),
         "nav": "teams",
     }
-    return page(request, "frontend/team.html", ctx, status=400 if request.method == "POST" else 200)
+    return page(request, "frontend/team.html", ctx, status=status)
 
 
 # --- members --------------------------------------------------------------------------------------

@@ -24,6 +24,30 @@
   });
   document.addEventListener("keydown", function (ev) { if (ev.key === "Escape") { window.nylonCloseDrawer(); } });
 
+  // Confirmations, one way for every destructive action. A form with data-confirm asks before it
+  // is sent; its checked radio with a data-confirm of its own says first what that choice does
+  // ("%(team)s": the option chosen in the select whose id is the radio's data-confirm-team).
+  function confirmText(form) {
+    var parts = [];
+    var choice = form.querySelector("input[type=radio][data-confirm]:checked");
+    if (choice) {
+      var text = choice.dataset.confirm;
+      var select = choice.dataset.confirmTeam && document.getElementById(choice.dataset.confirmTeam);
+      if (select && select.selectedIndex >= 0) {
+        text = text.split("%(team)s").join(select.options[select.selectedIndex].text);
+      }
+      parts.push(text);
+    }
+    if (form.dataset.confirm) { parts.push(form.dataset.confirm); }
+    return parts.join(" ");
+  }
+
+  document.addEventListener("submit", function (ev) {
+    var form = ev.target;
+    if (!(form instanceof HTMLFormElement) || form.dataset.confirm === undefined) { return; }
+    if (!window.confirm(confirmText(form))) { ev.preventDefault(); ev.stopImmediatePropagation(); }
+  }, true);
+
   var status, list, retry = 1000;
 
   function setLive(on) {
