@@ -12,10 +12,18 @@ from rest_framework.exceptions import PermissionDenied
 from .auth import Actor
 from .models import Agent, ApiKey, Invitation, Membership, Team
 
+# Callers that still name the action by a noun (assets.apis): the verb phrase the message needs.
+_NOUN_ACTIONS = {
+    "reading the audit log": "read the audit log",
+    "export": "export the organisation's memory",
+    "import": "import into the organisation's memory",
+}
 
-def require_org_admin(actor: Actor, *, action: str = "this action") -> None:
+
+def require_org_admin(actor: Actor, *, action: str = "do this") -> None:
+    """``action`` completes "Only organisation admins may …": a verb phrase ("create teams")."""
     if not actor.is_org_admin:
-        raise PermissionDenied(f"Only organisation admins may perform {action}.")
+        raise PermissionDenied(f"Only organisation admins may {_NOUN_ACTIONS.get(action, action)}.")
 
 
 def can_admin_team(actor: Actor, team_id: int) -> bool:
@@ -36,7 +44,7 @@ def access_agent_by_id(actor: Actor, agent_id: int, *, for_write: bool) -> Agent
     if agent is None:
         raise Http404
     if for_write:
-        require_org_admin(actor, action="changes to agents")
+        require_org_admin(actor, action="change agents")
     return agent
 
 
@@ -47,7 +55,7 @@ def access_key_by_id(actor: Actor, key_id: int, *, for_write: bool) -> ApiKey:
     # An agent may see its own keys; everything else about keys is for org admins.
     if actor.agent is not None and key.agent_id == actor.agent.id and not for_write:
         return key
-    require_org_admin(actor, action="API key management")
+    require_org_admin(actor, action="manage API keys")
     return key
 
 
@@ -56,7 +64,7 @@ def access_membership_by_user_id(actor: Actor, user_id: int, *, for_write: bool)
     if membership is None:
         raise Http404
     if for_write:
-        require_org_admin(actor, action="membership changes")
+        require_org_admin(actor, action="change memberships")
     return membership
 
 
@@ -65,5 +73,5 @@ def access_invitation_by_id(actor: Actor, invitation_id: int) -> Invitation:
     invitation = Invitation.objects.filter(org=actor.org, id=invitation_id).first()
     if invitation is None:
         raise Http404
-    require_org_admin(actor, action="invitation management")
+    require_org_admin(actor, action="manage invitations")
     return invitation

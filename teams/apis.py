@@ -287,7 +287,7 @@ class InvitationListApi(Api):
     @extend_schema(responses=InvitationOutput(many=True), description="The org's pending invitations "
                    "(neither accepted, revoked nor expired). Org admins only.")
     def get(self, request):
-        access.require_org_admin(request.actor, action="invitation management")
+        access.require_org_admin(request.actor, action="manage invitations")
         return paginate(self, selectors.invitation_pending_list(actor=request.actor), InvitationOutput)
 
 
@@ -442,7 +442,7 @@ class AgentKeyListCreateApi(Api):
 
         agent = access.access_agent_by_id(request.actor, agent_id, for_write=False)
         if not (request.actor.is_org_admin or (request.actor.agent and request.actor.agent.id == agent.id)):
-            access.require_org_admin(request.actor, action="API key management")
+            access.require_org_admin(request.actor, action="manage API keys")
         return paginate(self, selectors.key_list(actor=request.actor, agent=agent), KeyOutput)
 
     @extend_schema(request=InputSerializer, responses={201: KeyCreatedOutput})

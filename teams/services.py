@@ -148,7 +148,7 @@ def organization_invite_owner(*, org: Organization, owner_email: str, base_url: 
 
 @transaction.atomic
 def organization_update(*, actor: Actor, name: str, request_id: str = "") -> Organization:
-    require_org_admin(actor, action="organisation changes")
+    require_org_admin(actor, action="change the organisation")
     org = Organization.objects.select_for_update(no_key=True).get(pk=actor.org.pk)
     org.name = name
     org.save(update_fields=["name"])
@@ -178,7 +178,7 @@ def _team_name(org_id: int, name: str, *, team: Team | None = None) -> str:
 
 @transaction.atomic
 def team_create(*, actor: Actor, name: str, description: str = "", request_id: str = "") -> Team:
-    require_org_admin(actor, action="team creation")
+    require_org_admin(actor, action="create teams")
     name = _team_name(actor.org.pk, name)
     slug = _unique_slug(name, lambda s: Team.objects.filter(org=actor.org, slug=s).exists())
     try:
@@ -264,7 +264,7 @@ def team_delete(*, actor: Actor, team: Team, memories: str | None = None, to_tea
     agents leave it; one whose writes defaulted to the team now defaults to private, so its writes
     that name no visibility keep working (``team`` with no team is a 400) and share with nobody new.
     Grants to the team's roles go with it (a narrowing). No row is ever left ``team`` without a team."""
-    require_org_admin(actor, action="team deletion")
+    require_org_admin(actor, action="delete teams")
     if memories is not None and memories not in TEAM_DELETE_CHOICES:
         raise ValidationError({"memories": [f"Choose one of: {', '.join(TEAM_DELETE_CHOICES)}."]})
     if memories == "move":
@@ -390,7 +390,7 @@ def team_member_remove(*, actor: Actor, team: Team, user_id: int, request_id: st
 
 
 def _check_role_change(actor: Actor, *, old: str | None, new: str) -> None:
-    require_org_admin(actor, action="membership changes")
+    require_org_admin(actor, action="change memberships")
     # Only owners can create or demote owners: an admin must not be able to take over the org.
     if Role.OWNER in (old, new) and not actor.is_org_owner:
         raise PermissionDenied("Only owners can grant or remove the owner role.")
@@ -548,7 +548,7 @@ def _check_may_end_invitations(actor: Actor, roles) -> None:
 
 @transaction.atomic
 def invitation_revoke(*, actor: Actor, invitation: Invitation, request_id: str = "") -> Invitation:
-    require_org_admin(actor, action="invitation management")
+    require_org_admin(actor, action="manage invitations")
     invitation = _lock_invitation(invitation)
     if invitation is None:
         raise Http404
@@ -748,7 +748,7 @@ def agent_create(*, actor: Actor, name: str, team: Team | None = None, descripti
                  default_visibility: str | None = None, request_id: str = "") -> Agent:
     """``default_visibility`` (what writes that name none get): by default the agent's team when it has
     one, else private, so a team's agents share what they write unless told otherwise."""
-    require_org_admin(actor, action="agent creation")
+    require_org_admin(actor, action="create agents")
     if default_visibility is None:
         default_visibility = "team" if team is not None else "private"
     _check_default_visibility(default_visibility, team)
@@ -827,7 +827,7 @@ def api_key_create(*, actor: Actor | None, agent: Agent, name: str = "",
                    scopes: list[str] | None = None, request_id: str = "") -> tuple[ApiKey, str]:
     """Returns the key row and the plain key; the plain key exists only in this return value."""
     if actor is not None:
-        require_org_admin(actor, action="API key management")
+        require_org_admin(actor, action="manage API keys")
     if not agent.is_active:
         raise ValidationError({"agent": ["The agent is deactivated."]})
     scopes = sorted(set(scopes or [Scope.READ, Scope.WRITE]))
@@ -846,7 +846,7 @@ def api_key_create(*, actor: Actor | None, agent: Agent, name: str = "",
 
 @transaction.atomic
 def api_key_revoke(*, actor: Actor, key: ApiKey, request_id: str = "") -> ApiKey:
-    require_org_admin(actor, action="API key management")
+    require_org_admin(actor, action="manage API keys")
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])

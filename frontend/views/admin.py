@@ -334,7 +334,7 @@ def key_revoke(request, key_id: int):
 @console_view
 def audit(request):
     actor = request.actor
-    access.require_org_admin(actor, action="reading the audit log")
+    access.require_org_admin(actor, action="read the audit log")
     form = AuditFilterForm(request.GET or None)
     if form.is_bound and not form.is_valid():
         # As Memories and Assets: no table rather than the whole log under filters the admin believes
