@@ -32,6 +32,7 @@ import ctypes.util
 import hashlib
 import itertools
 import logging
+import math
 import sys
 import threading
 import time
@@ -300,6 +301,8 @@ FREQ_SAMPLE_PER_ENTRY = 10
 FREQ_SAMPLE_MIN_ENTRIES = 8
 # /healthz reports the cache degraded while it refused an org or rebuilt one within this window.
 PRESSURE_WINDOW_SECS = 300.0
+# How long a measured size of the stem memo is used for the budget (it grows slowly, to its bound).
+STEM_SIZE_TTL_SECS = 10.0
 # What a stem memo entry costs when its strings cannot be sampled (two short str objects).
 _STEM_ENTRY_FALLBACK_BYTES = 2 * (sys.getsizeof("") + 8)
 
@@ -364,6 +367,7 @@ class EngineCache:
         self._freq_ops = 0
         self._measured: dict[int, tuple[int, int]] = {}  # org -> (nodes, nbytes) of its last index here
         self._refused: dict[int, tuple[float, int]] = {}  # org -> (last refusal, predicted nbytes)
+        self._stem_measured: tuple[float, dict] = (-math.inf, {})  # (when, stem_cache_size()) of the memo
         self._rebuilt_at: deque[float] = deque(maxlen=1024)
 
     def _lock(self, org_id: int) -> OrgLock:
@@ -521,10 +525,20 @@ class EngineCache:
             return self._oversize.get(org_id)
 
     def _budget(self) -> int:
-        """The bytes the indexes may hold: the cap, less the stem memo when it is counted."""
+        """The bytes the indexes may hold: the cap, less the stem memo when it is counted. The memo
+        is measured at most every ``STEM_SIZE_TTL_SECS``: measuring walks its entries (~40 ms at
+        50,000), and every catch-up after a write asks for the budget twice."""
         if not self.count_stem_cache:
             return self.max_bytes
-        return self.max_bytes - int(stem_cache_size().get("bytes") or 0)
+        return self.max_bytes - int(self._stem_size().get("bytes") or 0)
+
+    def _stem_size(self) -> dict:
+        now = time.monotonic()
+        at, size = self._stem_measured
+        if now - at >= STEM_SIZE_TTL_SECS:
+            size = stem_cache_size()
+            self._stem_measured = (now, size)
+        return size
 
     def _evict(self, keep: int) -> None:
         evicted = 0
@@ -782,7 +796,7 @@ class EngineCache:
         """The counters (``stats``) with what the cache holds now: the cap, the indexes' bytes and
         share of it, the stem memo's size, the policy, and the pressure of the last
         ``PRESSURE_WINDOW_SECS``: orgs refused (and their predicted bytes), rebuilds."""
-        stem = stem_cache_size()
+        stem = self._stem_size()
         now = time.monotonic()
         with self._guard:
             index_bytes = sum(ix.nbytes() for ix in self._indexes.values())

