@@ -581,7 +581,10 @@ class ImportApi(Api):
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         try:
-            counts = import_lines(request.actor.org, s.validated_data["jsonl"].splitlines(), actor=request.actor)
+            # Lines end at "\n" only, as in the file: str.splitlines() also breaks at U+2028, U+0085 and
+            # the like, which an export keeps raw inside its JSON strings (ensure_ascii=False), so a
+            # memory holding one split its row in two and every later line number was off.
+            counts = import_lines(request.actor.org, s.validated_data["jsonl"].split("\n"), actor=request.actor)
         except ImportInvalid as exc:  # checked before writing: every bad line (up to 50), by column
             raise serializers.ValidationError({"jsonl": [
                 f"line {line}: {col}: {msg}" for line, cols in exc.errors.items()

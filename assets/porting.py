@@ -374,9 +374,10 @@ def _unreadable_row(kind: str, row: dict, importer: _Importer) -> dict[str, list
     operator's ``manage.py import_memory``, a full restore, has no importer."""
     if kind not in ("node", "asset"):
         return {}
+    what = "memory" if kind == "node" else "asset"  # the message names the line's kind of row
     visibility, team = row.get("visibility"), row.get("team")
     if visibility in _OWNER_ONLY and importer.foreign_user_row(row):
-        return {"owner_user": [f"{visibility} memory of a member is imported through the API only by "
+        return {"owner_user": [f"{visibility} {what} of a member is imported through the API only by "
                                f"that member ({importer.username} is not {row.get('owner_user')}); a full "
                                "restore is `manage.py import_memory`."]}
     if visibility != "team" or importer.owns(row) or (team and team not in importer.org_team_slugs):
@@ -386,11 +387,11 @@ def _unreadable_row(kind: str, row: dict, importer: _Importer) -> dict[str, list
         if agent not in importer.agent_teams or not team or team == importer.agent_teams[agent] \
                 or team in importer.team_slugs:
             return {}
-        return {"team": [f"team memory of agent {agent} is imported through the API only into the agent's "
+        return {"team": [f"team {what} of agent {agent} is imported through the API only into the agent's "
                          f"own team or a team of the importer ({importer.username} is not in {team})."]}
     if team and team in importer.team_slugs:
         return {}
-    return {"team": [f"team memory of a member is imported through the API only into a team the importer is "
+    return {"team": [f"team {what} of a member is imported through the API only into a team the importer is "
                      f"in ({importer.username} is not in {team or 'a team'}); a full restore is "
                      "`manage.py import_memory`."]}
 

@@ -86,8 +86,9 @@ def test_a_members_team_row_for_a_team_the_admin_is_not_in_is_refused(world, cli
                                                                        visibility="team", title="Vault")})
     assert r.status_code == 400, r.content
     assert r.json()["error"]["fields"]["jsonl"] == [
-        f"line {n}: team: team memory of a member is imported through the API only into a team the importer "
-        f"is in ({a.admin.username} is not in core); a full restore is `manage.py import_memory`." for n in (2, 3)]
+        f"line {n}: team: team {what} of a member is imported through the API only into a team the importer "
+        f"is in ({a.admin.username} is not in core); a full restore is `manage.py import_memory`."
+        for n, what in ((2, "memory"), (3, "asset"))]
     assert _counts(a.org) == before
 
     # what the admin can read once written passes: its own team row, an org row of the member's,
