@@ -26,7 +26,9 @@
 
   // Confirmations, one way for every destructive action. A form with data-confirm asks before it
   // is sent; its checked radio with a data-confirm of its own says first what that choice does
-  // ("%(team)s": the option chosen in the select whose id is the radio's data-confirm-team).
+  // ("%(team)s": the option chosen in the select whose id is the radio's data-confirm-team). A
+  // select with data-confirm-change ("%(choice)s": the new option) asks before its form is sent and
+  // goes back to its saved value (data-value) when the answer is no.
   function confirmText(form) {
     var parts = [];
     var choice = form.querySelector("input[type=radio][data-confirm]:checked");
@@ -47,6 +49,17 @@
     if (!(form instanceof HTMLFormElement) || form.dataset.confirm === undefined) { return; }
     if (!window.confirm(confirmText(form))) { ev.preventDefault(); ev.stopImmediatePropagation(); }
   }, true);
+
+  document.addEventListener("change", function (ev) {
+    var el = ev.target;
+    if (!(el instanceof HTMLSelectElement) || el.dataset.confirmChange === undefined) { return; }
+    var label = el.options[el.selectedIndex].text;
+    if (window.confirm(el.dataset.confirmChange.split("%(choice)s").join(label))) {
+      el.form.submit();
+    } else {
+      el.value = el.dataset.value;  // the saved value: an accepted change sends the form at once
+    }
+  });
 
   var status, list, retry = 1000;
 
