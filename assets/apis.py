@@ -382,10 +382,11 @@ class AgentBindingListApi(Api):
                 .order_by("priority", "asset_id"))
         return Response({"results": BindingOutput(rows, many=True).data})
 
-    @extend_schema(request=InputSerializer, responses={201: BindingOutput})
+    @extend_schema(request=InputSerializer, responses={201: BindingOutput, 200: BindingOutput})
     def post(self, request, agent_id: int):
-        """Binds an asset to the agent, or changes its mode and priority. Org admins and admins of the agent's
-        team; an asset the agent may not read is a 400 (bindings never widen access)."""
+        """Binds an asset to the agent (201), or changes the mode and priority of its binding (200). Org admins
+        and admins of the agent's team; an asset the agent may not read is a 400 (bindings never widen access).
+        Only approved versions are served: served and note say what the agent receives."""
 
         agent = team_access.access_agent_by_id(request.actor, agent_id, for_write=False)
         services.require_binding_admin(request.actor, agent)
@@ -399,7 +400,7 @@ class AgentBindingListApi(Api):
             raise serializers.ValidationError({"asset_id": ["No such asset."]}) from None
         b = services.binding_set(actor=request.actor, agent=agent, asset=asset, mode=d["mode"],
                                  priority=d["priority"], request_id=self.request_id())
-        return Response(BindingOutput(b).data, status=status.HTTP_201_CREATED)
+        return Response(BindingOutput(b).data, status=status.HTTP_201_CREATED if b.was_created else status.HTTP_200_OK)
 
 
 class AgentBindingDetailApi(Api):

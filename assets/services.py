@@ -526,6 +526,7 @@ def binding_set(*, actor: Actor, agent: Agent, asset: Asset, mode: str, priority
     audit.record(actor=actor, action="binding.set", object_type="agent", object_id=agent.id,
                  detail={"asset_id": asset.id, "mode": mode, "priority": priority, "created": created},
                  request_id=request_id)
+    binding.was_created = created  # the API answers 201 for a new binding, 200 for an update
     return binding
 
 

@@ -483,7 +483,9 @@ class BulkIngestApi(Api):
         deferred = serializers.ListField(child=serializers.CharField())
 
     @extend_schema(request=WeaveSessionApi.InputSerializer(many=True), parameters=[QuerySerializer],
-                   responses={201: OutputSerializer})
+                   responses={201: OutputSerializer, 200: OutputSerializer},
+                   description="201 when the write created memories, 200 when it created none (every event_id "
+                               "was already there: an idempotent replay).")
     def post(self, request):
         q = self.QuerySerializer(data=request.query_params.dict())
         q.is_valid(raise_exception=True)
@@ -497,7 +499,8 @@ class BulkIngestApi(Api):
         result = services.bulk_ingest(
             actor=request.actor, sessions=bulk_sessions(request.actor, s.validated_data["sessions"]),
             embed=q.validated_data["embed"], request_id=self.request_id())
-        return Response(self.OutputSerializer(result).data, status=status.HTTP_201_CREATED)
+        return Response(self.OutputSerializer(result).data,
+                        status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
 
 
 class IngestBatchDetailApi(Api):

@@ -21,9 +21,10 @@ def test_admin_binds_org_asset_agent_then_reads_it(world, client_for):
     assert client_for(a.key).get(f"/api/v1/assets/{asset['id']}").status_code == 200
     assert [b["asset_id"] for b in client_for(a.key).get(url).json()["results"]] == [asset["id"]]
     assert last_event(a.org, action="binding.set").detail["mode"] == "full"
-    # re-binding updates in place
+    # re-binding updates in place: a 200, not a 201 (nothing was created)
     r = client_for(a.admin).post(url, {"asset_id": asset["id"], "mode": "index"}, format="json")
-    assert r.status_code == 201 and AgentBinding.objects.get().mode == "index"
+    assert r.status_code == 200 and AgentBinding.objects.get().mode == "index"
+    assert last_event(a.org, action="binding.set").detail["created"] is False
     bid = r.json()["id"]
     assert client_for(a.member).delete(f"{url}/{bid}").status_code == 403
     assert client_for(a.admin).delete(f"{url}/{bid}").status_code == 204
@@ -64,3 +65,10 @@ def test_bindings_never_widen_visibility(world, client_for):
     grant(client_for(a.admin), "asset", restricted["id"], grantee_kind="agent", agent_id=a.agent.id)
     assert client_for(a.admin).post(url, {"asset_id": restricted["id"]}, format="json").status_code == 201
     assert client_for(a.key).get(f"/api/v1/assets/{restricted['id']}").status_code == 200
+
+
+def test_schema_documents_both_binding_answers(world, client_for):
+    schema = client_for(world["a"].admin).get("/api/schema/", {"format": "json"}).json()
+    responses = schema["paths"]["/api/v1/agents/{agent_id}/bindings"]["post"]["responses"]
+    assert {"200", "201"} <= set(responses)
+    assert "served" in schema["components"]["schemas"]["BindingOutput"]["properties"]
