@@ -177,20 +177,29 @@ class NodeListApi(Api):
         kind = serializers.ChoiceField(choices=NodeKind.values, required=False,
                                        error_messages={"invalid_choice": "Unknown kind."})
         session_key = serializers.CharField(max_length=200, required=False, allow_blank=True, trim_whitespace=False)
+        # The console's memory browser filters by these two as well (frontend.selectors.filtered_nodes).
+        visibility = serializers.ChoiceField(choices=Visibility.values, required=False,
+                                             error_messages={"invalid_choice": "Unknown visibility."})
+        team_id = serializers.IntegerField(min_value=1, required=False)
 
     @extend_schema(parameters=[QueryInput], responses=NodeOutput(many=True))
     def get(self, request):
-        """Pages the memory nodes the caller may read, newest first, filtered by kind and session_key. Any
-        read key or member; an unknown query parameter is a 400."""
+        """Pages the memory nodes the caller may read, newest first, filtered by kind, session_key, visibility
+        and team_id (a team of the organisation, else a 400). Any read key or member; an unknown query
+        parameter is a 400."""
 
         q = self.QueryInput(data=filter_params(request))
         q.is_valid(raise_exception=True)
         d = q.validated_data
-        qs = selectors.visible_nodes(actor=request.actor)
+        qs = selectors.visible_nodes(actor=request.actor)  # the filters only narrow what the caller may read
         if "kind" in d:
             qs = qs.filter(kind=d["kind"])
         if d.get("session_key"):
             qs = qs.filter(session_key=d["session_key"])
+        if "visibility" in d:
+            qs = qs.filter(visibility=d["visibility"])
+        if "team_id" in d:
+            qs = qs.filter(team=team_from_input(request.actor, d["team_id"]))
         return paginate(self, qs, NodeOutput)
 
 
@@ -453,6 +462,23 @@ def bulk_sessions(actor, sessions: list[dict]) -> list[services.SessionIn]:
     return out
 
 
+class BulkJSONParser(SafeJSONParser):
+    """``application/json`` for a bulk body, which is then one JSON array. JSON lines sent under this
+    type fail at their second line with the decoder's "Extra data": say which type they need."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except UnstorableBodyText:
+            raise
+        except ParseError as exc:
+            if "Extra data" not in str(exc.detail):
+                raise
+            raise ParseError(f"{exc.detail}. A body of JSON lines (one session per line) is sent with "
+                             "Content-Type: application/x-ndjson; as application/json the body is one JSON "
+                             "array of sessions.") from None
+
+
 class BulkIngestApi(Api):
     """Many sessions in one all-or-nothing write (COPY). Body: the sessions as a JSON array, or as
     JSON lines (``Content-Type: application/x-ndjson``), one weave-session body each; at most
@@ -464,7 +490,7 @@ class BulkIngestApi(Api):
     state is at ``GET memories/bulk/{batch_id}``). ``?embed=false`` skips the embedder too: the
     leaves are found by words at once and by meaning once the task has filled their vectors."""
 
-    parser_classes = [SafeJSONParser, JSONLinesParser]
+    parser_classes = [BulkJSONParser, JSONLinesParser]
 
     class InputSerializer(StrictSerializer):
         sessions = BulkSessionsField()

@@ -494,3 +494,15 @@ def test_a_batch_being_enriched_is_not_enriched_twice(world, client_for):
 def test_schema_documents_the_replay_answer(world, client_for):
     schema = client_for(world["a"].admin).get("/api/schema/", {"format": "json"}).json()
     assert {"200", "201"} <= set(schema["paths"]["/api/v1/memories/bulk"]["post"]["responses"])
+
+
+def test_json_lines_sent_as_json_name_the_content_type_to_use(world, client_for):
+    body = "\n".join(json.dumps(s) for s in [TRIP, BUDGET]) + "\n"
+    r = client_for(world["a"].key).post(URL, body, content_type="application/json")
+    assert r.status_code == 400
+    message = r.json()["error"]["message"]
+    assert "Extra data" in message and "Content-Type: application/x-ndjson" in message
+    assert Node.objects.filter(org=world["a"].org).count() == 0
+    # other parse errors are left as they were
+    r = client_for(world["a"].key).post(URL, "[{", content_type="application/json")
+    assert r.status_code == 400 and "x-ndjson" not in r.json()["error"]["message"]
