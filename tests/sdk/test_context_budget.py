@@ -51,7 +51,7 @@ def test_cli_context_takes_budget_flags(nylon_server, world, tmp_path):
     with Client(nylon_server.url, world["a"].key) as sdk:
         w = sdk.weave(LONG, session_key="ops")
     out = nylon("context", "When is the deploy window?", "-k", "3", "--budget", "max_recall_chars=75",
-                "--budget", "max_chars_per_memory=500", "--no-reinforce", env=env)
+                "--budget", "max_chars_per_memory=500", "--no-reinforce", "--json", env=env)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["budget"]["max_recall_chars"] == 75 and doc["budget"]["max_chars_per_memory"] == 500

@@ -19,11 +19,23 @@ from .errors import (
     TransportError,
     ValidationError,
 )
-from .types import Conflict, Context, Explanation, Health, Hit, Node, Page, ResonateResult, Turn, WeaveResult
+from .types import (
+    Conflict,
+    Context,
+    Explanation,
+    Health,
+    Hit,
+    Node,
+    Page,
+    RecallItem,
+    ResonateResult,
+    Turn,
+    WeaveResult,
+)
 
 __all__ = [
     "APIError", "AsyncClient", "AuthError", "Client", "Conflict", "ConflictError", "Context", "EndpointUnavailable",
     "Explanation", "Health", "Hit", "Node", "NotFound", "NylonError", "Page", "PayloadTooLarge", "PermissionDenied",
-    "RateLimited", "ResonateResult", "RetryPolicy", "ServerError", "Timeout", "TransportError", "Turn",
+    "RateLimited", "RecallItem", "ResonateResult", "RetryPolicy", "ServerError", "Timeout", "TransportError", "Turn",
     "ValidationError", "WeaveResult", "__version__",
 ]

@@ -168,7 +168,8 @@ def cmd_resonate(args, client: Client) -> int:
         return 0
     rows = []
     for i, h in enumerate(res.hits, 1):
-        why = ",".join(f"{c}#{r}" for c, r in sorted((h.explanation.channels or {}).items()))
+        # a channel that did not rank the hit has no rank (null): not shown
+        why = ",".join(f"{c}#{r}" for c, r in sorted((h.explanation.channels or {}).items()) if r is not None)
         rows.append([i, f"{h.score:.3f}", h.node_id, h.kind, why or f"hop {h.explanation.hops}", h.text])
     print(table(rows, ["#", "score", "node", "kind", "why", "text"]))
     route = res.route or {}
@@ -195,8 +196,28 @@ def cmd_context(args, client: Client) -> int:
     if ctx is None:
         print("this server has no context endpoint", file=sys.stderr)
         return 2
-    emit(ctx.raw)
+    if args.json:
+        emit(ctx.raw)
+        return 0
+    print(ctx.context)
+    print("\n" + context_summary(ctx))
     return 0
+
+
+def context_summary(ctx) -> str:
+    """One line under the context text: what it holds and what was cut, left out or degraded."""
+    parts = [f"stable_hash {ctx.stable_hash[:12]}", f"{len(ctx.persona)} in full",
+             f"{len(ctx.scenario_index)} in the index", f"{len(ctx.recall)} recalled"]
+    if ctx.no_match:
+        parts.append("no match for the query")
+    for label, counts in (("truncated", ctx.truncated), ("dropped", ctx.dropped)):
+        cut = ", ".join(f"{part} {n}" for part, n in (counts or {}).items() if n)
+        if cut:
+            parts.append(f"{label}: {cut}")
+    if ctx.degraded:
+        parts.append("degraded: " + "; ".join(f"{d} ({ctx.degraded_reasons[d]})" if d in ctx.degraded_reasons
+                                              else d for d in ctx.degraded))
+    return "-- " + " · ".join(parts)
 
 
 def cmd_nodes(args, client: Client) -> int:
@@ -295,6 +316,7 @@ def parser() -> argparse.ArgumentParser:
                         "max_chars_per_memory, max_chars_per_asset, max_stable_chars, max_index_entries, "
                         "max_chars_per_index_line")
     s.add_argument("--no-reinforce", action="store_true")
+    s.add_argument("--json", action="store_true", help="the whole answer as JSON (default: the text and a summary)")
     s.set_defaults(fn=cmd_context)
 
     s = sub.add_parser("nodes", parents=[common], help="list, show or delete memory nodes")

@@ -33,10 +33,31 @@ class APIError(NylonError):
     def _text(self) -> str:
         text = f"{self.status} {self.code}: {self.message}"
         if self.fields:
-            text += " " + "; ".join(f"{k}: {v}" for k, v in self.fields.items())
+            text += " " + "; ".join(f"{path}: {msg}" for path, msg in field_errors(self.fields))
         if self.request_id:
             text += f" (request {self.request_id})"
         return text
+
+
+def field_errors(fields: dict, prefix: str = "") -> list[tuple[str, str]]:
+    """The API's ``fields`` as (dotted path, message) pairs: ``{"budget": {"max_recal_chars":
+    ["Unknown field."]}}`` is ``("budget.max_recal_chars", "Unknown field.")``, not a dict's repr."""
+    out: list[tuple[str, str]] = []
+    for key, value in fields.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            out += field_errors(value, path)
+        elif isinstance(value, list) and any(isinstance(v, dict) for v in value):
+            for i, v in enumerate(value):
+                if isinstance(v, dict):
+                    out += field_errors(v, f"{path}.{i}")
+                elif v:
+                    out.append((f"{path}.{i}", str(v)))
+        elif isinstance(value, list):
+            out.append((path, " ".join(str(v) for v in value)))
+        else:
+            out.append((path, str(value)))
+    return out
 
 
 class ValidationError(APIError):

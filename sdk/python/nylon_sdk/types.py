@@ -140,6 +140,48 @@ class Conflict:
 
 
 @dataclass
+class RecallItem:
+    """One recalled memory of a context, in relevance order: its ``[memory N]`` line's parts.
+    Still readable as the dict it used to be (``item["text"]``, ``item.get("speaker")``), over the
+    decoded JSON (``raw``)."""
+
+    node_id: int
+    text: str
+    score: float = 0.0
+    truncated: bool = False
+    matched: bool = True  # shares a distinctive word with the query, or is close in meaning
+    occurred_at: str | None = None
+    speaker: str = ""
+    derived: str = ""  # "model_answer": a model's reply written back by the proxy
+    disputed_by: list = field(default_factory=list)
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: dict) -> RecallItem:
+        return _pick(cls, d)
+
+    # dict access, for code written when recall items were plain dicts
+    def __getitem__(self, key: str):
+        if key in self.raw:
+            return self.raw[key]
+        if key in {f.name for f in fields(self)} - {"raw"}:
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def get(self, key: str, default=None):
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.raw
+
+    def keys(self):
+        return self.raw.keys()
+
+
+@dataclass
 class Context:
     """The agent context (``/api/v1/context``), ordered by stability: ``stable`` (tool guide,
     persona in full, scenario index) then ``dynamic`` (recall for the query). ``stable_hash``
@@ -152,12 +194,17 @@ class Context:
     language: str = "en"
     persona: list = field(default_factory=list)
     scenario_index: list = field(default_factory=list)
-    recall: list = field(default_factory=list)
-    # what the budget cut and left out, per part; the limits applied; degraded dependencies
+    tool_assets: list = field(default_factory=list)  # assets bound in tool mode: read through memory_get
+    recall: list[RecallItem] = field(default_factory=list)
+    # True when memories were recalled and none matches the query (the text says so above the lines)
+    no_match: bool = False
+    # what the budget cut and left out, per part; the limits applied; degraded dependencies and why
     truncated: dict = field(default_factory=dict)
     dropped: dict = field(default_factory=dict)
     budget: dict = field(default_factory=dict)
     degraded: list = field(default_factory=list)
+    degraded_reasons: dict = field(default_factory=dict)
+    memory_call_budget: int | None = None  # memory tool calls the guide allows the model per answer
     raw: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -166,7 +213,7 @@ class Context:
 
     @classmethod
     def from_json(cls, d: dict) -> Context:
-        return _pick(cls, d)
+        return _pick(cls, d, recall=[RecallItem.from_json(r) for r in d.get("recall") or []])
 
 
 @dataclass
