@@ -324,7 +324,8 @@ def visible_conflicts(*, actor) -> QuerySet[Conflict]:
     """Conflicts of the caller's org whose two nodes the caller may both read."""
     visible = visible_nodes(actor=actor).values("id")
     return (Conflict.objects.filter(org=actor.org, node_a__in=visible, node_b__in=visible)
-            .select_related("node_a", "node_b"))
+            .select_related("node_a", "node_b", "node_a__source_agent", "node_a__source_user",
+                            "node_b__source_agent", "node_b__source_user"))
 
 
 ACTIONS = {"keep_both": Conflict.Status.KEPT_BOTH, "supersede": Conflict.Status.SUPERSEDED,
