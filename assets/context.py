@@ -18,6 +18,8 @@ import logging
 import math
 import re
 import threading
+import time
+import unicodedata
 import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -291,6 +293,17 @@ DERIVED_TAG = {
 }
 
 
+# Said in a recall line's tag when other recalled memories were the same statement again and are not
+# shown ({n}: how many): two identical model answers, a question asked twice.
+FOLDED_TAG = {
+    "en": "+{n} similar",
+    "fr": "+{n} similaire(s)",
+    "de": "+{n} ähnliche",
+    "zh": "另有 {n} 条相似",
+    "es": "+{n} similar(es)",
+}
+
+
 # An open conflict names the other memory in the line's tag, with its date, so the model sees that
 # the two disagree and which is newer ({id}: its number, {date}: when it happened).
 DISPUTED = {
@@ -360,12 +373,14 @@ def recall_text(text: str) -> str:
 def recall_line(item: dict, language: str = "en") -> str:
     """``- [2026-11-26 · coder] [memory 226] text``: the date (UTC) the memory happened and its speaker
     first, then the ``[memory N] text`` that memory_get and existing readers of the context key on. A
-    model's answer written back by the proxy says so (``[2026-11-26 · coder · model answer]``), and a
+    model's answer written back by the proxy says so (``[2026-11-26 · coder · model answer]``), a memory
+    that other recalled ones repeat says how many were folded into it (``· +1 similar``), and a
     memory in an open conflict says so in the tag: ``[2026-11-16 · planner · disputed by memory 226 of
     2026-11-26]``."""
     derived = DERIVED_TAG.get(language, DERIVED_TAG["en"]) if item.get("derived") == MODEL_ANSWER else ""
+    folded = FOLDED_TAG.get(language, FOLDED_TAG["en"]).format(n=len(item["folded"])) if item.get("folded") else ""
     tags = [t for t in ((item.get("occurred_at") or "")[:10], _speaker_label(item.get("speaker", "")), derived,
-                        _dispute_tag(item, language)) if t]
+                        folded, _dispute_tag(item, language)) if t]
     prefix = f"[{' · '.join(tags)}] " if tags else ""
     return f"- {prefix}[memory {item['node_id']}] {recall_text(item['text'])}"
 
@@ -569,11 +584,142 @@ def _without_echoing_facts(org, hits, n: int):
         kept = [h for h in kept if h.node_id not in echoing]
 
 
+# --- what a recall shows an agent (the context, MCP memory_resonate, the console's playground) ------
+
+
+@dataclass
+class Recalled:
+    """One memory as a recall shows it: the engine's hit, when it happened and who said it, whether it
+    matches the query (``recall_matches``) and the recalled memories shown as this one (``folded``)."""
+
+    hit: object  # memory.engine.types.Hit
+    occurred_at: str | None = None
+    speaker: str = ""
+    derived: str = ""
+    matched: bool = False
+    folded: list[int] = field(default_factory=list)
+
+    @property
+    def node_id(self) -> int:
+        return self.hit.node_id
+
+    @property
+    def text(self) -> str:
+        return self.hit.text
+
+    @property
+    def score(self) -> float:
+        return self.hit.score
+
+    def as_item(self) -> dict:
+        return {"node_id": self.node_id, "score": round(self.score, 6), "text": self.text,
+                "occurred_at": self.occurred_at, "speaker": self.speaker, "derived": self.derived,
+                "matched": self.matched, "folded": sorted(self.folded)}
+
+
+@dataclass
+class Recall:
+    outcome: object  # memory.selectors.ResonateOutcome
+    hits: list[Recalled]
+    judged: bool  # the query has terms a memory can miss (one of stop words only is not judged)
+    embed_ms: float = 0.0  # the query's embedding, made before resonate_for (whose embed_ms is then ~0)
+
+    def no_match(self, shown: list) -> bool:
+        """Whether none of ``shown`` (the items a caller lists, dicts or ``Recalled``) matches the query."""
+        matched = (x["matched"] if isinstance(x, dict) else x.matched for x in shown)
+        return self.judged and bool(shown) and not any(matched)
+
+
+_ARTICLES = frozenset({"a", "an", "the"})
+
+
+def _same_text_key(text: str) -> tuple[str, ...]:
+    """Two recalled texts with this key say the same thing: the same words in the same order, case,
+    punctuation, spacing and articles aside ("The upgrade is on Saturday." / "the upgrade is on
+    Saturday!"). Nothing else is dropped: "v2.4" and "v2.5", "is frozen" and "is not frozen", "we
+    shipped" and "we ship" differ, and so do a question and the statement of its words ("Is the
+    deploy frozen?" / "The deploy is frozen.": a trailing "?" is kept in the key, and so is the order)."""
+    words = tuple(w for w in re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())
+                  if w not in _ARTICLES)
+    return (*words, "?") if text.rstrip().endswith("?") else words
+
+
+def _demote_model_answers(items: list[Recalled]) -> list[Recalled]:
+    """A model's answer written back by the proxy below the memories that match the query: it restates
+    them (and may be wrong), so it ranked first for the very question it answered, above the people's
+    statements it came from. A matching answer goes right under the last matching memory that is not
+    an answer; one that does not match the query goes to the end. The others keep their order."""
+    answers = [it for it in items if it.derived == MODEL_ANSWER]
+    if not answers:
+        return items
+    owed = sum(1 for it in items if it.derived != MODEL_ANSWER and it.matched)
+    out: list[Recalled] = []
+    held: list[Recalled] = []
+    for it in items:
+        if it.derived == MODEL_ANSWER:
+            if it.matched and owed == 0:
+                out.append(it)
+            elif it.matched:
+                held.append(it)
+            continue
+        out.append(it)
+        if it.matched:
+            owed -= 1
+            if owed == 0:
+                out.extend(held)
+                held = []
+    return out + held + [it for it in answers if not it.matched]
+
+
+def _fold_same_texts(items: list[Recalled]) -> list[Recalled]:
+    """Each statement once, at its best place: a question asked twice, an answer written back twice,
+    a line pasted in two sessions took as many recall slots. The ones folded are named in ``folded``."""
+    first: dict[tuple[str, ...], Recalled] = {}
+    out = []
+    for it in items:
+        key = _same_text_key(it.text)
+        kept = first.get(key)
+        if kept is None:
+            first[key] = it
+            out.append(it)
+        else:
+            kept.folded.extend([it.node_id, *it.folded])
+            kept.matched = kept.matched or it.matched
+    return out
+
+
+def recall_for(*, actor: Actor, query: str, k: int, depth: int | None = None,
+               over_fetch: int = 2) -> Recall:
+    """The memories a recall shows for ``query``, best first: the engine's hits (``over_fetch`` times
+    ``k`` of them, spares for the ones folded), each with its date and speaker and whether it matches
+    the query, the same statement shown once, and a model's answers below the memories they restate.
+    The caller lists the first ``k`` (or fewer, for a budget)."""
+    from memory import selectors as memory_selectors
+    from memory.embedding import get_embedder
+
+    embedder = get_embedder()
+    t0 = time.perf_counter()
+    # The query's vector is made here, not in resonate_for, because the match rule needs it too
+    # (close_cosine_for); a failed embed is passed on as an unusable vector, so resonate_for
+    # searches by words and says so instead of asking the failing embedder a second time.
+    query_vec = embedder.query(query)
+    embed_ms = (time.perf_counter() - t0) * 1000
+    out = memory_selectors.resonate_for(actor=actor, query=query, k=max(k * over_fetch, k), depth=depth,
+                                        query_vec=NO_VECTOR if query_vec is None else query_vec)
+    hits = _without_echoing_facts(actor.org, out.result.hits, k)
+    meta = recall_meta(actor.org, [h.node_id for h in hits])
+    query_tokens = set(tokenize(query))
+    close_cosine = close_cosine_for(embedder, query_vec if out.vector_used else None)
+    terms = query_terms(actor, out, query_tokens)
+    items = [Recalled(hit=h, matched=recall_matches(h, query_tokens, close_cosine, terms),
+                      **meta.get(h.node_id, {})) for h in hits]
+    return Recall(outcome=out, hits=_fold_same_texts(_demote_model_answers(items)), judged=bool(query_tokens),
+                  embed_ms=embed_ms)
+
+
 def build_context(*, actor: Actor, query: str = "", language: str = "en", budget: Budget | None = None,
                   k: int | None = None, reinforce: bool = True) -> ContextResult:
-    from memory import selectors as memory_selectors
     from memory import services as memory_services
-    from memory.embedding import get_embedder
 
     from . import services
 
@@ -623,20 +769,11 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
     recall, dynamic_text, degraded, no_match = [], "", [], False
     if query.strip():
         n = min(k or budget.max_recall_items, budget.max_recall_items)
-        # The query's vector is made here, not in resonate_for, because the match rule needs it too
-        # (close_cosine_for); a failed embed is passed on as an unusable vector, so resonate_for
-        # searches by words and says so instead of asking the failing embedder a second time.
-        embedder = get_embedder()
-        query_vec = embedder.query(query)
-        out = memory_selectors.resonate_for(actor=actor, query=query, k=max(n * 2, n),
-                                            query_vec=NO_VECTOR if query_vec is None else query_vec)
-        if not out.vector_used:
+        found = recall_for(actor=actor, query=query, k=n)
+        if not found.outcome.vector_used:
             degraded.append("embedder")
-        hits = _without_echoing_facts(actor.org, out.result.hits, n)
+        hits = found.hits
         room = budget.max_recall_chars
-        query_tokens = set(tokenize(query))
-        close_cosine = close_cosine_for(embedder, query_vec if out.vector_used else None)
-        terms = query_terms(actor, out, query_tokens)
         for h in hits:
             if len(recall) >= n:
                 break  # the rest is the engine's over-fetch (spares for skipped hits), not a loss
@@ -650,8 +787,7 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
                 text, cut = _cut(h.text, room)
             room -= len(text)
             truncated["recall"] += int(cut)
-            recall.append({"node_id": h.node_id, "score": round(h.score, 6), "text": text, "truncated": cut,
-                           "matched": recall_matches(h, query_tokens, close_cosine, terms)})
+            recall.append(h.as_item() | {"text": text, "truncated": cut})
         # Dropped = what the budget cost: hits of the top n (what an unlimited max_recall_chars would
         # have given) left out. It counted the engine's over-fetch before: 5 with no budget pressure.
         kept = {r["node_id"] for r in recall}
@@ -659,13 +795,10 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
         if reinforce and recall:
             memory_services.record_recall(node_ids=[r["node_id"] for r in recall])
         if recall:
-            meta = recall_meta(actor.org, [r["node_id"] for r in recall])
             disputes = recall_disputes(actor, [r["node_id"] for r in recall])
             for r in recall:
-                r.update(meta.get(r["node_id"], {"occurred_at": None, "speaker": "", "derived": ""}))
                 r["disputed_by"] = disputes.get(r["node_id"], [])
-            # A query of stop words only ("who is it?") has no term to miss: not judged.
-            no_match = bool(query_tokens) and not any(r["matched"] for r in recall)
+            no_match = found.no_match(recall)
             note = [NO_MATCH[language]] if no_match else []
             dynamic_text = "\n".join([heads[2], *note, *(recall_line(r, language) for r in recall)])
     reasons = {}

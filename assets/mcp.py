@@ -166,18 +166,19 @@ def tool_weave(actor: Actor, *, text: str, visibility: str = "", session_key: st
 
 
 def tool_resonate(actor: Actor, *, query: str, k: int = 5) -> dict:
-    from memory import selectors, services
+    from memory import services
 
-    from .context import recall_meta
+    from .context import recall_for
 
-    out = selectors.resonate_for(actor=actor, query=query[:4000], k=max(1, min(int(k), 20)))
-    # when each hit happened and who said it, as the context's recall carries (the model reads these
-    # hits directly, and two that disagree are told apart by their dates)
-    meta = recall_meta(actor.org, [h.node_id for h in out.result.hits])
-    hits = [{"node_id": h.node_id, "score": round(h.score, 6), "text": h.text,
-             **meta.get(h.node_id, {"occurred_at": None, "speaker": "", "derived": ""})} for h in out.result.hits]
+    k = max(1, min(int(k), 20))
+    # As the context's recall (the model reads these hits directly): each with when it happened and
+    # who said it, whether it matches the query, the same statement once (``folded``) and a model's
+    # written-back answers below the memories they restate.
+    found = recall_for(actor=actor, query=query[:4000], k=k)
+    hits = [h.as_item() for h in found.hits[:k]]
     services.record_recall(node_ids=[h["node_id"] for h in hits])
-    return {"hits": hits, "degraded": [] if out.vector_used else ["embedder"]}
+    return {"hits": hits, "no_match": found.no_match(hits),
+            "degraded": [] if found.outcome.vector_used else ["embedder"]}
 
 
 def tool_context(actor: Actor, *, query: str = "", language: str = "en") -> dict:
