@@ -96,6 +96,15 @@ def organization_create_for_email(*, name: str, owner_email: str, base_url: str,
         errors["slug"] = ["Use lower-case letters, digits, hyphens and underscores (at most 80)."]
     if errors:
         raise ValidationError(errors)
+    if slug is None:
+        # Running the same command twice must not quietly make a second "Acme" (slug acme-2): a
+        # second tenant of one name is asked for by giving it a slug of its own.
+        folded = name.casefold()
+        same = [o for o in Organization.objects.filter(name__iexact=name).order_by("id")
+                if " ".join(o.name.split()).casefold() == folded]
+        if same:
+            raise ValidationError({"name": [f"An organisation named {same[0].name} exists (slug {same[0].slug}); "
+                                            "pass --slug to create another."]})
     slug = slug or _unique_slug(name, lambda s: Organization.objects.filter(slug=s).exists())
     try:
         with transaction.atomic():

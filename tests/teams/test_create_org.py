@@ -22,10 +22,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def _serving_on_the_defaults(monkeypatch):
+def _serving_on_the_defaults(monkeypatch, tmp_path):
     # the default link follows `make run`'s NYLON_HOST/NYLON_PORT: whatever this shell has set is not the test's
     monkeypatch.delenv("NYLON_HOST", raising=False)
     monkeypatch.delenv("NYLON_PORT", raising=False)
+    # nor is a `make run` serving this checkout's data: a run lock of the test's own (none yet)
+    monkeypatch.setattr("teams.management.commands.create_org.run_lock_path", lambda: tmp_path / "run.lock")
 
 
 def create_org(*args: str) -> tuple[str, str | None]:
@@ -196,7 +198,61 @@ def test_bad_input_is_refused_and_writes_nothing(args, field):
 
 
 def test_a_name_without_a_slug_gets_a_free_one():
+    # (the same name twice is refused: test_a_second_org_of_the_same_name_needs_a_slug)
     create_org("Same Name", "--owner-email", "one@x.io")
-    create_org("Same Name", "--owner-email", "two@x.io")
-    assert set(Organization.objects.filter(name="Same Name").values_list("slug", flat=True)) == {
-        "same-name", "same-name-2"}
+    create_org("Same: Name", "--owner-email", "two@x.io")
+    assert set(Organization.objects.values_list("name", "slug")) == {("Same Name", "same-name"),
+                                                                     ("Same: Name", "same-name-2")}
+
+
+def _hold_run_lock(path, line: str):
+    """A run lock as nylon_run holds it (nylon_run.lock_instance): flocked, ``pid host:port``."""
+    import fcntl
+    import os
+
+    fh = open(path, "w")
+    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    fh.write(f"{os.getpid()} {line}\n")
+    fh.flush()
+    return fh
+
+
+@pytest.mark.parametrize("served, base", [
+    ("127.0.0.1:8123", "http://127.0.0.1:8123"),
+    ("0.0.0.0:8124", "http://127.0.0.1:8124"),
+    ("::1:8125", "http://[::1]:8125"),
+])
+def test_the_link_points_where_the_running_instance_serves(monkeypatch, tmp_path, served, base):
+    """Without NYLON_PORT in the operator's shell, the link followed nylon_run's default (:8000)
+    although `make run` served elsewhere: the run lock of the data dir says where it serves."""
+    fh = _hold_run_lock(tmp_path / "run.lock", served)
+    try:
+        assert default_base_url() == base
+        assert create_org("Lockco", "--owner-email", "ana@lock.co")[1].startswith(f"{base}/invite/")
+        monkeypatch.setenv("NYLON_PORT", "8999")  # the live run is where this data is served
+        assert default_base_url() == base
+    finally:
+        fh.close()
+    # a lock nobody holds is a run that ended: its port is not served
+    assert default_base_url() == "http://127.0.0.1:8999"
+
+
+def test_the_public_url_comes_before_the_running_instance(settings, tmp_path):
+    settings.NYLON_PUBLIC_URL = "https://nylon.example.com"
+    fh = _hold_run_lock(tmp_path / "run.lock", "127.0.0.1:8123")
+    try:
+        assert create_org("Pubco", "--owner-email", "ana@pub.co")[1].startswith("https://nylon.example.com/invite/")
+    finally:
+        fh.close()
+
+
+def test_a_second_org_of_the_same_name_needs_a_slug():
+    create_org("Acme", "--owner-email", "ana@acme.io")
+    for name in ("Acme", " acme ", "ACME"):
+        with pytest.raises(CommandError, match=r"An organisation named Acme exists \(slug acme\); pass --slug to "
+                                               r"create another"):
+            create_org(name, "--owner-email", "ana@acme.io")
+    assert list(Organization.objects.values_list("slug", flat=True)) == ["acme"]
+    # asked explicitly: a slug of its own
+    text, link = create_org("Acme", "--owner-email", "bo@acme.io", "--slug", "acme-emea")
+    assert link and Organization.objects.get(slug="acme-emea").name == "Acme"

@@ -5,7 +5,9 @@ one expired unused, or the org lost its owners); a member with that email is mad
 
 from __future__ import annotations
 
+import fcntl
 import os
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -25,9 +27,53 @@ SERVE_PORT = 8000
 LOOPBACK_FOR = {"0.0.0.0": "127.0.0.1", "::": "::1"}
 
 
+def run_lock_path() -> Path:
+    from nylon_project import embedded
+    from nylon_project.management.commands.nylon_run import LOCK_NAME
+
+    return embedded.nylon_home() / LOCK_NAME
+
+
+def running_address() -> tuple[str, int] | None:
+    """(host, port) of the ``nylon_run`` serving this data dir now, from its ``run.lock`` (``pid
+    host:port``), or None. The lock must be held: a file left by a run that ended names a port
+    nothing (or something else) listens on."""
+    try:
+        fh = open(run_lock_path())
+    except OSError:
+        return None
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # held: a run is serving
+            parts = fh.read().split()
+        else:  # nobody holds it: the last run ended
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            return None
+    if len(parts) < 2 or ":" not in parts[1]:
+        return None
+    host, _, raw_port = parts[1].rpartition(":")
+    try:
+        port = int(raw_port)
+    except ValueError:
+        return None
+    return (host.strip("[]") or SERVE_HOST, port) if 1 <= port <= 65535 else None
+
+
+def _url(host: str, port: int) -> str:
+    host = LOOPBACK_FOR.get(host, host)
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 address, as a URL writes it
+    return f"http://{host}:{port}"
+
+
 def default_base_url() -> str:
-    """Where this instance's console is served on this machine: NYLON_HOST and NYLON_PORT as
-    ``manage.py nylon_run`` (``make run``) reads them, blank meaning its default."""
+    """Where this instance's console is served on this machine: the address of the ``nylon_run``
+    running on this data dir (its run.lock), else NYLON_HOST and NYLON_PORT as ``manage.py
+    nylon_run`` (``make run``) reads them, blank meaning its default."""
+    running = running_address()
+    if running is not None:
+        return _url(*running)
     host = os.environ.get("NYLON_HOST", "").strip() or SERVE_HOST
     raw_port = os.environ.get("NYLON_PORT", "").strip()
     try:
@@ -37,10 +83,7 @@ def default_base_url() -> str:
     if not 1 <= port <= 65535:
         raise CommandError(f"NYLON_PORT: {raw_port!r} is not a port number (1-65535): fix it, or give the "
                            f"console's address with --base-url")
-    host = LOOPBACK_FOR.get(host, host)
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"  # an IPv6 address, as a URL writes it
-    return f"http://{host}:{port}"
+    return _url(host, port)
 
 
 def default_base_url_or_why() -> str:
@@ -55,16 +98,19 @@ class Command(BaseCommand):
     help = ("Create an organisation and invite its first owner by email. The owner opens the link to "
             "set a password (new email) or sign in and accept (existing account); the link is mailed "
             "when NYLON_EMAIL_HOST is set, and printed here either way. The link starts with "
-            "NYLON_PUBLIC_URL, else --base-url, else the address `make run` serves on (NYLON_HOST, NYLON_PORT).")
+            "NYLON_PUBLIC_URL, else --base-url, else the address the running `make run` serves on (its run.lock "
+            "in NYLON_HOME), else NYLON_HOST and NYLON_PORT. A name an organisation already has needs --slug.")
 
     def add_arguments(self, parser):
         parser.add_argument("name", help="the organisation's display name (kept as it is for an existing --slug)")
         parser.add_argument("--owner-email", required=True, help="who becomes its owner on accepting")
         parser.add_argument("--slug", default=None, help="its short name (X-Nylon-Org); made from the name "
-                                                         "when omitted")
+                                                         "when omitted, refused then if an organisation has "
+                                                         "this name (give a new slug to create another)")
         parser.add_argument("--base-url", default=None,
                             help="where the console is reached, for the link when NYLON_PUBLIC_URL is unset "
-                                 "(default: http://NYLON_HOST:NYLON_PORT, as `make run` serves it, "
+                                 "(default: where the running `make run` serves, else "
+                                 "http://NYLON_HOST:NYLON_PORT, as `make run` would serve it, "
                                  f"{SERVE_HOST} and {SERVE_PORT} when unset; here {default_base_url_or_why()})")
 
     def handle(self, *args, name: str, owner_email: str, slug: str | None, base_url: str | None, **opts):
