@@ -562,28 +562,6 @@ def bound_assets(actor: Actor):
     return [(b, a) for b, a in pairs if a.id in served]
 
 
-def _without_echoing_facts(org, hits, n: int):
-    """The hits less the heuristic facts whose source turn is among the ``n`` best too. Without an LLM a fact is
-    one turn restated ("I'll ship it Friday" → "Ana will ship it Friday"): beside its turn, which the
-    line dates and names, it only takes a recall slot from the next memory. LLM facts, which
-    distil several turns, stay."""
-    from memory.models import Node, NodeKind, SourceKind
-
-    if not hits:
-        return hits
-    # By the rows, not the hits' kind codes (the engine's and the SQL fallback's differ).
-    sources = {nid: set(src) for nid, src in Node.objects.filter(
-        org=org, id__in=[h.node_id for h in hits], kind=NodeKind.FACT, source_kind=SourceKind.HEURISTIC,
-    ).values_list("id", "source_node_ids") if src}
-    kept = list(hits)
-    while True:  # dropping a fact moves a lower turn into the top n, whose own fact may then echo it
-        top = {h.node_id for h in kept[:n]}
-        echoing = {h.node_id for h in kept[:n] if h.node_id in sources and sources[h.node_id] <= top}
-        if not echoing:
-            return kept
-        kept = [h for h in kept if h.node_id not in echoing]
-
-
 # --- what a recall shows an agent (the context, MCP memory_resonate, the console's playground) ------
 
 
@@ -688,6 +666,57 @@ def _fold_same_texts(items: list[Recalled]) -> list[Recalled]:
     return out
 
 
+# An LLM fact counts as its one source turn restated when this share of their words (the turn's
+# speaker counted as the turn's: "I" became "Ana") is common to both.
+RESTATED_OVERLAP = 0.8
+
+
+def _restated(fact_text: str, turn_text: str, speaker: str) -> bool:
+    fact = set(tokenize(fact_text))
+    turn = set(tokenize(turn_text)) | set(tokenize(speaker))
+    return bool(fact) and len(fact & turn) >= RESTATED_OVERLAP * len(fact | (turn - set(tokenize(speaker))))
+
+
+def _fold_restatements(org, hits) -> tuple[list, dict[int, list[int]]]:
+    """The hits less the facts that only restate a turn also recalled, each shown as that turn, at the
+    better place of the two ({turn id: [fact ids folded into it]}). Without an LLM a fact is one turn
+    restated ("I'll ship it Friday" → "Ana will ship it Friday": reflection.heuristics); beside its turn,
+    which the line dates and names, it took a recall slot from the next memory, and half of a
+    resonate's hits were such pairs. An LLM fact is folded only when it restates its one source turn
+    nearly word for word (``RESTATED_OVERLAP``); one that distils several turns stays."""
+    from memory.models import Node, NodeKind, SourceKind
+
+    if not hits:
+        return list(hits), {}
+    ids = {h.node_id for h in hits}
+    # By the rows, not the hits' kind codes (the engine's and the SQL fallback's differ).
+    facts = {nid: (kind, src, text) for nid, kind, src, text in Node.objects.filter(
+        org=org, id__in=ids, kind=NodeKind.FACT).values_list("id", "source_kind", "source_node_ids", "text")
+        if src and set(src) <= ids}
+    if not facts:
+        return list(hits), {}
+    turns = dict(Node.objects.filter(org=org, id__in={i for _, src, _ in facts.values() for i in src})
+                 .values_list("id", "speaker"))
+    by_id = {h.node_id: h for h in hits}
+    into: dict[int, int] = {}  # fact -> the turn shown for it
+    for fid, (kind, src, text) in facts.items():
+        if kind == SourceKind.HEURISTIC or (len(src) == 1 and _restated(text, by_id[src[0]].text, turns.get(src[0], ""))):
+            into[fid] = min(src, key=lambda i: [h.node_id for h in hits].index(i))
+    folded: dict[int, list[int]] = {}
+    out, placed = [], set()
+    for h in hits:
+        turn = into.get(h.node_id)
+        if turn is not None:
+            folded.setdefault(turn, []).append(h.node_id)
+            if turn not in placed:  # the turn takes the fact's better place
+                out.append(by_id[turn])
+                placed.add(turn)
+        elif h.node_id not in placed:
+            out.append(h)
+            placed.add(h.node_id)
+    return out, folded
+
+
 def recall_for(*, actor: Actor, query: str, k: int, depth: int | None = None,
                over_fetch: int = 2) -> Recall:
     """The memories a recall shows for ``query``, best first: the engine's hits (``over_fetch`` times
@@ -706,13 +735,17 @@ def recall_for(*, actor: Actor, query: str, k: int, depth: int | None = None,
     embed_ms = (time.perf_counter() - t0) * 1000
     out = memory_selectors.resonate_for(actor=actor, query=query, k=max(k * over_fetch, k), depth=depth,
                                         query_vec=NO_VECTOR if query_vec is None else query_vec)
-    hits = _without_echoing_facts(actor.org, out.result.hits, k)
+    hits, restated = _fold_restatements(actor.org, out.result.hits)
     meta = recall_meta(actor.org, [h.node_id for h in hits])
     query_tokens = set(tokenize(query))
     close_cosine = close_cosine_for(embedder, query_vec if out.vector_used else None)
     terms = query_terms(actor, out, query_tokens)
-    items = [Recalled(hit=h, matched=recall_matches(h, query_tokens, close_cosine, terms),
-                      **meta.get(h.node_id, {})) for h in hits]
+    by_id = {h.node_id: h for h in out.result.hits}
+    items = [Recalled(hit=h, folded=list(restated.get(h.node_id, [])), **meta.get(h.node_id, {}),
+                      # a fact folded into its turn may hold the query's word where the turn says "I"
+                      matched=any(recall_matches(x, query_tokens, close_cosine, terms)
+                                  for x in (h, *(by_id[f] for f in restated.get(h.node_id, ())))))
+             for h in hits]
     return Recall(outcome=out, hits=_fold_same_texts(_demote_model_answers(items)), judged=bool(query_tokens),
                   embed_ms=embed_ms)
 

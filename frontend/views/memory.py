@@ -12,7 +12,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from assets import access as node_access
-from memory import selectors as memory_selectors
+from assets.context import recall_for
 from memory import services as memory_services
 from memory.engine.types import NodeKind as EngineNodeKind
 from teams.selectors import team_list
@@ -125,17 +125,21 @@ def resonate(request):
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         t = time.perf_counter()
-        out = memory_selectors.resonate_for(actor=request.actor, query=d["query"], k=d["k"], depth=d["depth"])
-        hits = out.result.hits
-        if d["reinforce"] and hits:
-            memory_services.record_recall(node_ids=[h.node_id for h in hits])
-        path_ids = sorted({i for h in hits for i in h.explanation.path})
+        # What an agent is shown for the query (the context's recall, MCP memory_resonate): a fact
+        # restating a turn also listed, and the same statement twice, are one hit naming the others.
+        found = recall_for(actor=request.actor, query=d["query"], k=d["k"], depth=d["depth"])
+        shown = found.hits[:d["k"]]
+        if d["reinforce"] and shown:
+            memory_services.record_recall(node_ids=[h.node_id for h in shown])
+        path_ids = sorted({i for h in shown for i in h.hit.explanation.path})
         snippets = {n.id: n.text for n in selectors.nodes_by_ids(actor=request.actor, ids=path_ids)}
         ctx.update({
             "ran": True,
-            "out": out,
-            "hits": [{"hit": h, "kind": _KINDS.get(h.kind, str(h.kind)),
-                      "path": [(i, snippets.get(i, "")) for i in h.explanation.path]} for h in hits],
+            "out": found.outcome,
+            "embed_ms": found.embed_ms + found.outcome.embed_ms,
+            "total_ms": found.embed_ms + found.outcome.total_ms,
+            "hits": [{"hit": h.hit, "kind": _KINDS.get(h.hit.kind, str(h.hit.kind)), "recalled": h,
+                      "path": [(i, snippets.get(i, "")) for i in h.hit.explanation.path]} for h in shown],
             "elapsed_ms": round((time.perf_counter() - t) * 1000, 1),
         })
     if is_htmx(request):
