@@ -286,6 +286,18 @@ def _short(text: str, n: int) -> str:
 # --- dashboard ------------------------------------------------------------------------------------
 
 
+def team_memories_out_of_reach(*, actor: Actor) -> int | None:
+    """For an org admin or owner: how many live memories are shared within teams they are not in.
+    ``team`` reads only the team's members and the owner, admins included (docs/permissions.md), so
+    an owner in no team saw a few memories of an org holding many, with no sign of the rest. The
+    count tells an admin only that they exist, never what they say, nor whose they are. None for
+    anyone else: a member is not told what other teams hold."""
+    if actor.agent is not None or not actor.is_org_admin:
+        return None
+    return (Node.objects.filter(org=actor.org, deleted_at__isnull=True, visibility=Visibility.TEAM)
+            .exclude(team_id__in=list(actor.team_ids)).exclude(owner_user=actor.user).count())
+
+
 def dashboard_counts(*, actor: Actor) -> dict:
     visible = visible_nodes(actor=actor)
     node_counts = dict(visible.order_by().values_list("kind").annotate(n=Count("id")).values_list("kind", "n"))

@@ -79,3 +79,13 @@ def audit_detail(detail) -> str:
     if not isinstance(detail, dict):
         return _value(detail)
     return " · ".join(f"{str(k).replace('_', ' ')} {_value(v)}" for k, v in detail.items())
+
+
+@register.simple_tag(takes_context=True)
+def team_memories_out_of_reach(context) -> int | None:
+    """The count behind the "N more memories are shared within teams you are not in" hint of the
+    dashboard and the memory browser (``frontend.selectors.team_memories_out_of_reach``)."""
+    from ..selectors import team_memories_out_of_reach as count
+
+    actor = context.get("actor")
+    return count(actor=actor) if actor is not None else None
