@@ -140,6 +140,9 @@ def resonate(request):
             "total_ms": found.embed_ms + found.outcome.total_ms,
             "hits": [{"hit": h.hit, "kind": _KINDS.get(h.hit.kind, str(h.hit.kind)), "recalled": h,
                       "path": [(i, snippets.get(i, "")) for i in h.hit.explanation.path]} for h in shown],
+            # as the context says it (assets.context.NO_MATCH): the nearest hits are listed all the
+            # same, and read as answers unless something says none of them matches
+            "no_match": found.no_match(shown),
             "elapsed_ms": round((time.perf_counter() - t) * 1000, 1),
         })
     if is_htmx(request):
