@@ -747,12 +747,12 @@ def member_remove(*, actor: Actor, membership: Membership, request_id: str = "")
     membership.delete()
 
 
-@transaction.atomic
 def _check_default_visibility(value: str, team: Team | None) -> None:
     if value == "team" and team is None:
         raise ValidationError({"default_visibility": ["Team needs the agent to be in a team (team_id)."]})
 
 
+@transaction.atomic
 def agent_create(*, actor: Actor, name: str, team: Team | None = None, description: str = "",
                  default_visibility: str | None = None, request_id: str = "") -> Agent:
     """``default_visibility`` (what writes that name none get): by default the agent's team when it has

@@ -46,3 +46,20 @@ def test_deactivate_agent_revokes_its_keys(world, client_for):
     r = client_for(a.owner).delete(f"/api/v1/agents/{a.agent.id}")
     assert r.status_code == 200 and r.json()["is_active"] is False
     assert client_for(a.key).get("/api/v1/org").status_code == 401
+
+
+def test_an_agent_is_created_with_its_audit_entry_or_not_at_all(world, monkeypatch):
+    # The audit entry is written in the same transaction: a failure to record it leaves no agent
+    # behind that the audit log never heard of.
+    from teams import services
+    from teams.auth import Actor
+
+    def broken(**_kw):
+        raise RuntimeError("audit store down")
+
+    monkeypatch.setattr(services.audit, "record", broken)
+    a = world["a"]
+    actor = Actor(org=a.org, user=a.owner, role="owner")
+    with pytest.raises(RuntimeError):
+        services.agent_create(actor=actor, name="ghost")
+    assert not Agent.objects.filter(org=a.org, name="ghost").exists()
