@@ -446,9 +446,14 @@ def assets_awaiting_approval(*, actor: Actor, limit: int = 20) -> list:
 
     if actor.agent is not None or not (actor.is_org_admin or actor.team_admin_ids) or limit < 1:
         return []
-    qs = Asset.objects.filter(org=actor.org, status=AssetStatus.CANDIDATE).exclude(promotion={})
+    # A candidate is either promoted (a pending promotion names its target) or an approved asset's
+    # edit awaiting review (no promotion, an approved version still served: ``assets.selectors``).
+    qs = Asset.objects.filter(org=actor.org, status=AssetStatus.CANDIDATE).filter(
+        ~Q(promotion={}) | Q(approved_version__isnull=False))
     if not actor.is_org_admin:
-        qs = qs.filter(promotion__team_id__in=list(actor.team_admin_ids))
+        admin_of = list(actor.team_admin_ids)
+        qs = qs.filter(Q(promotion__team_id__in=admin_of)
+                       | Q(promotion={}, visibility=Visibility.TEAM, team_id__in=admin_of))
         # can_approve refuses an org-wide target to anyone but an org admin; saying so in SQL keeps
         # those candidates (often many, all in the admin's team) from using up the scan. The
         # has_key term keeps a promotion without the key (SQL NULL there, target = the asset's own

@@ -1,0 +1,35 @@
+"""An approved shared asset edited by someone who may not approve it waits for review: its edit must
+reach the approvers' "Awaiting your approval" queue, not only the asset list filtered on status."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from frontend import selectors
+from teams.auth import Actor
+from teams.models import Role
+from tests.assets.test_approved_edit_review import _approved_team_skill, _edit
+
+pytestmark = pytest.mark.django_db
+
+
+def _user_actor(user, org, *, role=Role.MEMBER, team_admin_ids=frozenset(), team_ids=frozenset()) -> Actor:
+    return Actor(org=org, user=user, role=role, team_ids=frozenset(team_ids), team_admin_ids=frozenset(team_admin_ids))
+
+
+def test_a_pending_edit_is_in_the_approvers_queue(world, client_for):
+    a = world["a"]
+    aid, carol, bob = _approved_team_skill(world, client_for)
+    bob_user = get_user_model().objects.get(username="alpha-bob")
+    team_admin = _user_actor(bob_user, a.org, team_admin_ids={a.team.id}, team_ids={a.team.id})
+    org_admin = _user_actor(a.admin, a.org, role=Role.ADMIN)
+    member = _user_actor(a.member, a.org, team_ids={a.team.id})
+    assert aid not in [x.id for x in selectors.assets_awaiting_approval(actor=team_admin)]  # approved: nothing owed
+
+    _edit(carol, aid, 1, "Deploy on Tuesdays only.")
+    assert aid in [x.id for x in selectors.assets_awaiting_approval(actor=team_admin)]
+    assert aid in [x.id for x in selectors.assets_awaiting_approval(actor=org_admin)]
+    assert selectors.assets_awaiting_approval(actor=member) == []  # not an approver
+    other_team_admin = _user_actor(bob_user, a.org, team_admin_ids={a.team.id + 10_000})
+    assert aid not in [x.id for x in selectors.assets_awaiting_approval(actor=other_team_admin)]
