@@ -453,7 +453,7 @@ class AuditListApi(Api):
 
         if request.actor.agent is not None:
             raise PermissionDenied("Agents may not read the audit log.")
-        require_org_admin(request.actor, action="reading the audit log")
+        require_org_admin(request.actor, action="read the audit log")
         q = self.QueryInput(data=filter_params(request))
         q.is_valid(raise_exception=True)
         d = q.validated_data
@@ -547,7 +547,7 @@ class ExportApi(Api):
 
         if request.actor.agent is not None:
             raise PermissionDenied("Agents may not export the organisation's memory.")
-        require_org_admin(request.actor, action="export")
+        require_org_admin(request.actor, action="export the organisation's memory")
         audit.record(actor=request.actor, action="org.export", object_type="org", object_id=request.actor.org.id,
                      request_id=self.request_id())
         lines = export_lines(request.actor.org, actor=request.actor)
@@ -578,7 +578,7 @@ class ImportApi(Api):
 
         if request.actor.agent is not None:
             raise PermissionDenied("Agents may not import into the organisation's memory.")
-        require_org_admin(request.actor, action="import")
+        require_org_admin(request.actor, action="import into the organisation's memory")
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         try:

@@ -12,18 +12,11 @@ from rest_framework.exceptions import PermissionDenied
 from .auth import Actor
 from .models import Agent, ApiKey, Invitation, Membership, Team
 
-# Callers that still name the action by a noun (assets.apis): the verb phrase the message needs.
-_NOUN_ACTIONS = {
-    "reading the audit log": "read the audit log",
-    "export": "export the organisation's memory",
-    "import": "import into the organisation's memory",
-}
-
 
 def require_org_admin(actor: Actor, *, action: str = "do this") -> None:
     """``action`` completes "Only organisation admins may …": a verb phrase ("create teams")."""
     if not actor.is_org_admin:
-        raise PermissionDenied(f"Only organisation admins may {_NOUN_ACTIONS.get(action, action)}.")
+        raise PermissionDenied(f"Only organisation admins may {action}.")
 
 
 def can_admin_team(actor: Actor, team_id: int) -> bool:
