@@ -21,17 +21,23 @@ import threading
 import time
 import unicodedata
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memory.engine.tokenize import tokenize
+from memory.engine.types import Hit
 from teams.auth import Actor
 from teams.models import Scope
 
 from . import access
 from .models import AgentBinding, AssetKind, BindingMode
+
+if TYPE_CHECKING:
+    from memory.selectors import ResonateOutcome
 
 log = logging.getLogger(__name__)
 MEMORY_CALL_BUDGET = 3
@@ -570,7 +576,7 @@ class Recalled:
     """One memory as a recall shows it: the engine's hit, when it happened and who said it, whether it
     matches the query (``recall_matches``) and the recalled memories shown as this one (``folded``)."""
 
-    hit: object  # memory.engine.types.Hit
+    hit: Hit
     occurred_at: str | None = None
     speaker: str = ""
     derived: str = ""
@@ -597,7 +603,7 @@ class Recalled:
 
 @dataclass
 class Recall:
-    outcome: object  # memory.selectors.ResonateOutcome
+    outcome: ResonateOutcome
     hits: list[Recalled]
     judged: bool  # the query has terms a memory can miss (one of stop words only is not judged)
     embed_ms: float = 0.0  # the query's embedding, made before resonate_for (whose embed_ms is then ~0)
@@ -619,6 +625,8 @@ def _same_text_key(text: str) -> tuple[str, ...]:
     deploy frozen?" / "The deploy is frozen.": a trailing "?" is kept in the key, and so is the order)."""
     words = tuple(w for w in re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())
                   if w not in _ARTICLES)
+    if not words:  # "👍", "...": only the very same text is the same
+        return (" ".join(text.split()),)
     return (*words, "?") if text.rstrip().endswith("?") else words
 
 
@@ -677,7 +685,7 @@ def _restated(fact_text: str, turn_text: str, speaker: str) -> bool:
     return bool(fact) and len(fact & turn) >= RESTATED_OVERLAP * len(fact | (turn - set(tokenize(speaker))))
 
 
-def _fold_restatements(org, hits) -> tuple[list, dict[int, list[int]]]:
+def _fold_restatements(org, hits: Sequence[Hit]) -> tuple[list[Hit], dict[int, list[int]]]:
     """The hits less the facts that only restate a turn also recalled, each shown as that turn, at the
     better place of the two ({turn id: [fact ids folded into it]}). Without an LLM a fact is one turn
     restated ("I'll ship it Friday" → "Ana will ship it Friday": reflection.heuristics); beside its turn,
@@ -698,10 +706,12 @@ def _fold_restatements(org, hits) -> tuple[list, dict[int, list[int]]]:
     turns = dict(Node.objects.filter(org=org, id__in={i for _, src, _ in facts.values() for i in src})
                  .values_list("id", "speaker"))
     by_id = {h.node_id: h for h in hits}
+    place = {h.node_id: i for i, h in enumerate(hits)}
     into: dict[int, int] = {}  # fact -> the turn shown for it
     for fid, (kind, src, text) in facts.items():
-        if kind == SourceKind.HEURISTIC or (len(src) == 1 and _restated(text, by_id[src[0]].text, turns.get(src[0], ""))):
-            into[fid] = min(src, key=lambda i: [h.node_id for h in hits].index(i))
+        if kind == SourceKind.HEURISTIC or (len(src) == 1 and _restated(text, by_id[src[0]].text,
+                                                                         turns.get(src[0], ""))):
+            into[fid] = min(src, key=place.__getitem__)
     folded: dict[int, list[int]] = {}
     out, placed = [], set()
     for h in hits:

@@ -91,3 +91,16 @@ def test_mcp_resonate_folds_and_demotes_the_same_way(world, client_for):
     answer_at = next(i for i, h in enumerate(hits) if h["node_id"] in answers)
     assert answer_at > max(ids.index(s) for s in statements)
     assert out["no_match"] is False and all("matched" in h for h in hits)
+
+
+def test_what_counts_as_the_same_statement():
+    from assets.context import _same_text_key as key
+
+    assert key("The upgrade is on Saturday.") == key("the upgrade is on  Saturday!")
+    assert key(QUESTION) == key("when is the Postgres upgrade ?")
+    assert key("v2.4 is deployed") != key("v2.5 is deployed")
+    assert key("The deploy is frozen.") != key("The deploy is not frozen.")
+    assert key("Is the deploy frozen?") != key("The deploy is frozen.")
+    assert key("We shipped it.") != key("We ship it.")
+    # texts with no word are the same only when they are the same text
+    assert key("👍") != key("...") and key("👍") == key(" 👍 ")
