@@ -88,6 +88,21 @@ def _references(embedder) -> np.ndarray | None:
     return vecs
 
 
+def warm_up() -> None:
+    """Load the embedding model and embed the reference passages before the first request needs
+    them: a web process loaded the model inside its first query (~0.5 s, seconds on a busy box),
+    and the proxy, whose context must be built within NYLON_PROXY_BUDGET_MS, passed that first
+    request through without memory. Failures are left to the requests, which report them."""
+    from memory.embedding import get_embedder
+
+    try:
+        embedder = get_embedder()
+        embedder.query("warm-up")
+        _references(embedder)
+    except Exception:  # the embedder's own degraded state shows it to the first request and /healthz
+        log.warning("warm-up of the embedder failed", exc_info=True)
+
+
 def close_cosine_for(embedder, query_vec: np.ndarray | None) -> float | None:
     """The cosine at which a recalled memory counts as close in meaning to this query (``recall_matches``):
     the embedder's ``CLOSE_COSINE``, raised for a query near everything to its mean cosine with the
