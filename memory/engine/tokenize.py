@@ -73,10 +73,10 @@ _STEMMER = Stemmer.Stemmer("english", 0)
 # token; cleared wholesale when full. Bounded in bytes as well as entries: only words of at most
 # _STEM_CACHE_MAX_WORD characters are kept (ids, hashes and base64 runs are rarely seen twice, and
 # a query may hold a 4,000-character one), and a stem equal to its word shares the word's object.
-# At 50,000 entries the memo holds at most ~10 MiB of ASCII words (~23 MiB if every word were
-# 4-byte characters); 200,000 entries of any length held 32 MiB of ordinary words and had no
-# bound in bytes at all. A 50,000-entry memo still answers almost every token of a vocabulary the
-# size of an org's (bench/read_rss.py --stem-cache, docs/benchmarks.md).
+# Full, it holds at most ~11 MiB of ASCII words (~22 MiB were every word 4-byte characters); the
+# old 200,000 entries of any length held 32 MiB of ordinary words and had no bound in bytes. A
+# vocabulary of 12,000 words (the stdlib's docstrings) fits in it four times over
+# (tests/engine/test_stem_cache.py; bench/read_rss.py --diag shows a server's memo).
 _STEM_CACHE: dict[str, str] = {}
 _STEM_CACHE_MAX = 50_000
 _STEM_CACHE_MAX_WORD = 32
