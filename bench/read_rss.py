@@ -160,6 +160,26 @@ def smaps_kb(pid: int) -> dict[str, int]:
     return out
 
 
+def top_file_map(pid: int) -> tuple[str, int, int]:
+    """The file-backed mapping with the most resident KiB: (path, resident, mapped). Clean file pages
+    count in RSS but are the page cache's: shared by every process mapping the file, and dropped
+    under memory pressure."""
+    rss: dict[str, int] = {}
+    size: dict[str, int] = {}
+    name = ""
+    with open(f"/proc/{pid}/smaps") as fh:
+        for line in fh:
+            head = line.split()
+            if "-" in head[0] and not head[0].endswith(":"):
+                name = head[5] if len(head) > 5 and head[5].startswith("/") else ""
+            elif name and head[0] == "Rss:":
+                rss[name] = rss.get(name, 0) + int(head[1])
+            elif name and head[0] == "Size:":
+                size[name] = size.get(name, 0) + int(head[1])
+    top = max(rss, key=rss.get)
+    return top, rss[top], size[top]
+
+
 class Server:
     """One uvicorn process on the database this process uses, started as ``nylon_project.live`` does
     (so the settings are the served ones), optionally under the diagnostics wrapper."""
@@ -382,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
                     t = p["trim_kb"]
                     print(f"    malloc_trim(0) after the phase: RSS {t['before'] / KiB:.1f} -> {t['after'] / KiB:.1f} MiB "
                           f"({(t['after'] - t['before']) / KiB:+.1f}); the next phase starts from there", flush=True)
+            path, res, mapped = top_file_map(server.proc.pid)
+            print(f"\nlargest file-backed mapping: {Path(path).name}, {res / KiB:.1f} of {mapped / KiB:.1f} MiB resident "
+                  f"(clean pages of the page cache, shared by every process that maps the file)")
         if args.json:
             Path(args.json).write_text(json.dumps(phases, indent=1))
         return 0 if all(p["errors"] == 0 for p in phases) else 1
