@@ -135,7 +135,8 @@ def rss_kb(pid: int) -> dict[str, int]:
 def smaps_kb(pid: int) -> dict[str, int]:
     """Resident KiB by kind of mapping: glibc's main heap, 1 MiB anonymous maps (CPython's pymalloc
     arenas), 8 MiB ones (thread stacks), other anonymous maps (glibc's thread arenas, large
-    mallocs, numpy buffers) and file-backed ones."""
+    mallocs, numpy buffers) and file-backed ones. The anonymous split is approximate: the kernel
+    merges neighbouring anonymous maps of the same flags into one."""
     out = {"heap": 0, "py_arenas": 0, "stacks": 0, "anon_other": 0, "file": 0}
     kind = "file"
     with open(f"/proc/{pid}/smaps") as fh:
