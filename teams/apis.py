@@ -222,9 +222,14 @@ class TeamMemberDetailApi(Api):
 class MemberOutput(serializers.Serializer):
     user_id = serializers.IntegerField()
     username = serializers.CharField(source="user.username")
-    email = serializers.CharField(source="user.email")
+    email = serializers.SerializerMethodField(help_text="Null for agent keys: people's addresses are not "
+                                              "handed to agents (a leaked key or an injected prompt would "
+                                              "read the whole org's).")
     role = serializers.CharField()
     created_at = serializers.DateTimeField()
+
+    def get_email(self, membership) -> str | None:
+        return None if self.context.get("for_agent") else membership.user.email
 
 
 class InvitationOutput(serializers.Serializer):
@@ -255,9 +260,11 @@ class MemberListApi(Api):
 
     @extend_schema(responses=MemberOutput(many=True))
     def get(self, request):
-        """Pages the organisation's members with their role. Any member or agent key."""
+        """Pages the organisation's members with their role. Any member or agent key (agents get no
+        email addresses)."""
 
-        return paginate(self, selectors.member_list(actor=request.actor), MemberOutput)
+        return paginate(self, selectors.member_list(actor=request.actor), MemberOutput,
+                        context={"for_agent": request.actor.agent is not None})
 
     @extend_schema(request=InputSerializer, responses={201: InvitationCreatedOutput, 503: ErrorResponse},
                    description="Invites the email with the role: nobody becomes a member until the invitee "
@@ -309,8 +316,8 @@ class MemberDetailApi(Api):
     def get(self, request, user_id: int):
         """One member of the organisation (404 for a user who is not one)."""
 
-        return Response(MemberOutput(access.access_membership_by_user_id(request.actor, user_id,
-                                                                         for_write=False)).data)
+        return Response(MemberOutput(access.access_membership_by_user_id(request.actor, user_id, for_write=False),
+                                     context={"for_agent": request.actor.agent is not None}).data)
 
     @extend_schema(request=InputSerializer, responses=MemberOutput)
     def patch(self, request, user_id: int):

@@ -14,6 +14,21 @@ def test_list_members_of_own_org(world, client_for):
     assert r.status_code == 200
     names = {m["username"] for m in r.json()["results"]}
     assert names == {"alpha-owner", "alpha-admin", "alpha-member"}
+    assert all(m["email"] for m in r.json()["results"])  # people see each other's addresses
+
+
+def test_agents_list_members_without_their_email(world, client_for):
+    # An agent's key sits in prompts and tool configs: a leaked key or an injected prompt would read
+    # every member's address.
+    a = world["a"]
+    c = client_for(a.key)
+    r = c.get("/api/v1/members")
+    assert r.status_code == 200
+    rows = r.json()["results"]
+    assert {m["username"] for m in rows} == {"alpha-owner", "alpha-admin", "alpha-member"}
+    assert [m["email"] for m in rows] == [None] * 3
+    one = c.get(f"/api/v1/members/{a.member.id}")
+    assert one.status_code == 200 and one.json()["email"] is None and one.json()["username"] == "alpha-member"
 
 
 def test_admin_adds_member_but_not_owner(world, client_for):
