@@ -92,3 +92,12 @@ def test_no_restart_fails_when_a_child_dies(no_setup, monkeypatch, tmp_path):
     for name in survivors:
         with pytest.raises(ProcessLookupError):
             os.kill(int((pids / name).read_text()), 0)
+
+
+def test_children_run_with_two_malloc_arenas_unless_the_operator_says(monkeypatch):
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    monkeypatch.setenv("NYLON_MARKER", "kept")
+    env = nylon_run.child_env()
+    assert env["MALLOC_ARENA_MAX"] == "2" and env["NYLON_MARKER"] == "kept"
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")
+    assert nylon_run.child_env()["MALLOC_ARENA_MAX"] == "8"
