@@ -21,7 +21,7 @@ The margin, not a bare "more than": under an even load two orgs' counts differ b
 comparison swapped them back and forth (a build each time); a build costs hundreds of queries.
 ``get`` (warm-ups, catch-ups, tools) still builds and admits unconditionally, evicting by recency.
 
-The process-wide stem memo (``memory.engine.tokenize``, up to 200k words) is counted against the
+The process-wide stem memo (``memory.engine.tokenize``, up to 50,000 words of at most 32 characters) is counted against the
 same cap (``count_stem_cache``): the indexes get what it leaves.
 """
 
@@ -327,7 +327,7 @@ def stem_cache_size() -> dict:
                 "detail": "memory.engine.tokenize has no stem_cache_info() or _STEM_CACHE dict"}
     entries = len(memo)
     try:  # another thread may be filling or clearing it: then the fallback estimate
-        sample = list(itertools.islice(iter(memo.items()), 64))  # not a copy of 200k entries
+        sample = list(itertools.islice(iter(memo.items()), 64))  # not a copy of every entry
         per_entry = (sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in sample) / len(sample)
                      if sample else _STEM_ENTRY_FALLBACK_BYTES)
     except RuntimeError:
