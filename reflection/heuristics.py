@@ -578,7 +578,15 @@ _REASON = re.compile(r"(?:,|\s)\s*(?:\(|\u2014\s*|-\s+)?(?:because|due\s+to|owin
 
 
 def _subject_text(text: str) -> str:
-    return _REASON.sub("", _LEAD_IN.sub("", text, count=1), count=1)
+    """The text without its lead-in, and without the reason a move gives after it ("moved to January
+    9th because of the freeze"). Only there: a "due to" or "so that" before the move, or in a line
+    that moves nothing, names the thing ("the payment due to Acme", "the launch, due to the Acme
+    contract, is on March 3")."""
+    text = _LEAD_IN.sub("", text, count=1)
+    moved = _MOVED.search(text)
+    if moved is None:
+        return text
+    return text[:moved.end()] + _REASON.sub("", text[moved.end():], count=1)
 
 
 def _when_words(text: str, st: Statement) -> list[str]:

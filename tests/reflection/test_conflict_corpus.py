@@ -197,6 +197,11 @@ def test_the_reschedule_reason_names_the_days_as_written():
     # the reason names another thing than what moved
     ("The cutover moves to December 9 because the billing demo is on December 4.", "The billing demo is on December 4."),
     ("Update: we moved the meeting to 3pm.", "Update: the deploy is on Friday."),
+    # a "due to" / "so that" that names the thing, not the move's reason
+    ("The payment due to Acme is on Friday.", "The payment due to Globex moved to Monday."),
+    ("The call with the team so that Ana can present is on Friday.",
+     "The call with the team so that Ben can present moved to Monday."),
+    ("The launch, due to the Acme contract, is on March 3.", "The launch, due to the Globex contract, moved to March 10."),
 ])
 def test_moves_of_other_things_or_to_the_same_day_are_no_conflict(a, b):
     assert conflict_reason(a, b, extract_entities(a), extract_entities(b)) is None
