@@ -172,11 +172,22 @@ class TeamDetailApi(Api):
         return Response(result.as_dict())
 
 
+def _shown_username(user, context: dict) -> str:
+    """The username, but to an agent not an email address: accounts made by accepting an invitation
+    are named by their email, which agents are not handed (``MemberOutput.email``)."""
+    if context.get("for_agent") and "@" in user.username:
+        return f"user:{user.pk}"
+    return user.username
+
+
 class TeamMemberOutput(serializers.Serializer):
     id = serializers.IntegerField()
     user_id = serializers.IntegerField()
-    username = serializers.CharField(source="user.username")
+    username = serializers.SerializerMethodField()
     role = serializers.CharField()
+
+    def get_username(self, tm) -> str:
+        return _shown_username(tm.user, self.context)
 
 
 class TeamMemberListApi(Api):
@@ -191,7 +202,8 @@ class TeamMemberListApi(Api):
         """Pages the team's members with their team role. Any member or agent key."""
 
         team = access.access_team_by_id(request.actor, team_id, for_write=False)
-        return paginate(self, selectors.team_member_list(actor=request.actor, team=team), TeamMemberOutput)
+        return paginate(self, selectors.team_member_list(actor=request.actor, team=team), TeamMemberOutput,
+                        context={"for_agent": request.actor.agent is not None})
 
     @extend_schema(request=InputSerializer, responses={201: TeamMemberOutput, 200: TeamMemberOutput},
                    description="Adds the user to the team (201), or sets the team role of an existing "
@@ -221,12 +233,16 @@ class TeamMemberDetailApi(Api):
 
 class MemberOutput(serializers.Serializer):
     user_id = serializers.IntegerField()
-    username = serializers.CharField(source="user.username")
+    username = serializers.SerializerMethodField(help_text="For agent keys, an account named by its email "
+                                                 "address (an accepted invitation) is shown as user:<id>.")
     email = serializers.SerializerMethodField(help_text="Null for agent keys: people's addresses are not "
                                               "handed to agents (a leaked key or an injected prompt would "
                                               "read the whole org's).")
     role = serializers.CharField()
     created_at = serializers.DateTimeField()
+
+    def get_username(self, membership) -> str:
+        return _shown_username(membership.user, self.context)
 
     def get_email(self, membership) -> str | None:
         return None if self.context.get("for_agent") else membership.user.email

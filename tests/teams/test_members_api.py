@@ -31,6 +31,26 @@ def test_agents_list_members_without_their_email(world, client_for):
     assert one.status_code == 200 and one.json()["email"] is None and one.json()["username"] == "alpha-member"
 
 
+def test_agents_do_not_get_an_invited_members_email_as_username(world, client_for):
+    # An account made by accepting an invitation is named by its email address.
+    from django.contrib.auth import get_user_model
+
+    from .invites import invite
+
+    a = world["a"]
+    sign_up(invite(client_for(a.admin), "dana@example.com")["invite_url"])
+    dana = get_user_model().objects.get(email="dana@example.com")
+    assert dana.username == "dana@example.com"  # the premise
+    client_for(a.admin).post(f"/api/v1/teams/{a.team.id}/members", {"user_id": dana.id}, format="json")
+    agent = client_for(a.key)
+    for path in ("/api/v1/members", f"/api/v1/teams/{a.team.id}/members"):
+        body = agent.get(path).content.decode()
+        assert "dana@example.com" not in body and f"user:{dana.id}" in body, path
+    assert agent.get(f"/api/v1/members/{dana.id}").json()["username"] == f"user:{dana.id}"
+    # people still see it
+    assert "dana@example.com" in client_for(a.member).get("/api/v1/members").content.decode()
+
+
 def test_admin_adds_member_but_not_owner(world, client_for):
     a = world["a"]
     c = client_for(a.admin)
