@@ -153,7 +153,10 @@ _COMMON_OPENERS: frozenset[str] = frozenset(
 
 # Days named after a weekday ("Black Friday", "Cyber Monday"): one name, not a weekday to resolve.
 _HOLIDAY_QUALIFIERS = ("black", "cyber", "good", "easter", "ash", "holy", "palm", "maundy", "shrove", "giving")
-_NOT_AFTER_QUALIFIER = "".join(rf"(?<!\b{q}\s)" for q in _HOLIDAY_QUALIFIERS)
+# Checked in the weekday handler, on the few characters before a weekday: lookbehinds in the pattern
+# ran at every character of every text (3x the pattern's time). "Good" only capitalised: "a good
+# Monday for sales" is a Monday.
+_HOLIDAY_BEFORE = re.compile(r"(?:\b(?i:black|cyber|easter|ash|holy|palm|maundy|shrove|giving)|\bGood)\s+$")
 
 # Lower-case words allowed *inside* a multi-word proper noun ("University of Michigan").
 _CONTRACTION_RE = re.compile(r"'(?:re|ve|d|ll|m|t)$|n't$")
@@ -665,10 +668,11 @@ def _h_iso(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool]:
 
 
 def _h_dm(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool] | None:
-    # No year given: take the occurrence nearest the reference date.
+    # No year given: take the occurrence nearest the reference date (29 February: of the nearest leap
+    # year, which may be four years off).
     month, day = _MONTHS[m["mon"].lower().rstrip(".")], int(m["day"])
     best: date | None = None
-    for year in (ctx.ref.year - 1, ctx.ref.year, ctx.ref.year + 1):
+    for year in range(ctx.ref.year - 4, ctx.ref.year + 5):
         try:
             cand = _day(year, month, day)
         except _Unresolvable:  # no 29 February that year, or a year outside 1-9999
@@ -727,7 +731,9 @@ def _h_relative_period(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bo
     return _day(y, 1, 1), _day(y, 12, 31), "year", False
 
 
-def _h_weekday(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool]:
+def _h_weekday(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool] | None:
+    if not m["mod"] and _HOLIDAY_BEFORE.search(m.string, max(m.start("wd") - 10, 0), m.start("wd")):
+        return None  # "Black Friday", "Cyber Monday": a day's name, not that weekday
     name = m["wd"].lower()
     target = _WEEKDAYS.get(name, _WEEKDAY_ABBR.get(name, 0))
     mod = (m["mod"] or "").lower()
@@ -858,8 +864,7 @@ _PATTERNS: list[tuple[re.Pattern[str], _Handler]] = [
         ),
         _h_relative_period,
     ),
-    (re.compile(rf"{_NOT_AFTER_QUALIFIER}\b(?:(?P<mod>last|this|next|past|coming|on)\s+)?(?P<wd>{_WD_FULL})\b", re.I),
-     _h_weekday),
+    (re.compile(rf"\b(?:(?P<mod>last|this|next|past|coming|on)\s+)?(?P<wd>{_WD_FULL})\b", re.I), _h_weekday),
     (re.compile(rf"\b(?P<mod>last|this|next)\s+(?P<wd>{_WD_ABBR})\b", re.I), _h_weekday),
     (
         re.compile(

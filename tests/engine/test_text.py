@@ -445,3 +445,12 @@ def test_a_holiday_named_after_a_weekday_is_not_that_weekday() -> None:
     assert [m.surface for m in resolve_times("Black Friday week, November 24 to 30", ref)] == ["November 24"]
     assert resolve_times("Cyber Monday sale starts soon", ref) == []
     assert [m.start for m in resolve_times("We shipped it on Friday.", ref)] == [date(2026, 11, 6)]
+    assert resolve_times("on Good Friday we rest", ref) == [] and resolve_times("black friday sale", ref) == []
+    # "good" is a holiday's name only capitalised
+    assert [m.start for m in resolve_times("It was a good Monday for sales.", ref)] == [date(2026, 11, 9)]
+
+
+def test_a_yearless_29_february_is_the_nearest_leap_years() -> None:
+    got = resolve_times("What did we ship on February 29?", date(2026, 12, 1))
+    assert [(m.start, m.yearless) for m in got] == [(date(2028, 2, 29), True)]
+    assert [m.start for m in resolve_times("on March 5", date(2026, 12, 1))] == [date(2027, 3, 5)]  # as before
