@@ -403,11 +403,15 @@ class EngineCache:
         with self._lock(org_id).write():
             index = self._indexes.get(org_id)
             if index is None:
+                with self._guard:
+                    kept_before = org_id in self._built
                 index = self._build(org_id)
                 size = index.nbytes()
                 if gated and size <= self._budget() and not self._admission(org_id, size, built=True):
                     with self._guard:
                         self._measured[org_id] = (index.n, size)
+                        if not kept_before:  # never kept, so never evicted: its next build is no rebuild
+                            self._built.discard(org_id)
                 else:
                     self._admit(org_id, index, built=True)
                 self.stats["last_trim_ms"] = release_freed_memory()  # the build's pages and rows

@@ -194,6 +194,10 @@ def test_a_build_bigger_than_predicted_does_not_evict_a_hotter_index(lexical_onl
     for h in hot:
         assert _ask(cache, h)[0] == "engine"
     assert cache.stats["builds"] == 3
+    # The dropped build was never kept, so never evicted: its first kept build is no "rebuild after
+    # an eviction" (which /healthz reports as pressure).
+    cache.get(pair[0].id)
+    assert cache.stats["builds"] == 4 and cache.stats["rebuilds"] == 0
 
 
 def test_stem_cache_is_reported_and_counted_against_the_cap():
