@@ -29,6 +29,7 @@ from teams.auth import Actor
 
 from . import audit
 from .models import AccessGrant, AgentBinding, Asset, AuditEvent, GranteeKind, ObjectType, Permission
+from .selectors import as_read_by
 
 
 def grants_for(actor: Actor, object_type: str, *, write: bool = False) -> QuerySet[AccessGrant]:
@@ -246,7 +247,12 @@ def agent_eligible(agent, asset: Asset) -> bool:
 
 
 def access_asset_by_id(actor: Actor, asset_id: int, *, for_write: bool, request_id: str = "",
-                       for_approval: bool = False) -> Asset:
+                       for_approval: bool = False, as_served: bool = False) -> Asset:
+    """``as_served`` (reads only): the asset as the actor is given it (``selectors.as_read_by``): an
+    agent that does not own it gets its served version's content, and a 404 (audited ``not_served``)
+    when nothing of it is served."""
+    if as_served and (for_write or for_approval):
+        raise ValueError("as_served is for reads: a write works on the current version")
     asset = Asset.objects.filter(org=actor.org, id=asset_id).first()
     if asset is None:
         _deny(actor, object_type="asset", object_id=asset_id, for_write=for_write, reason="not_found",
@@ -255,6 +261,12 @@ def access_asset_by_id(actor: Actor, asset_id: int, *, for_write: bool, request_
     if not ok:
         _deny(actor, object_type="asset", object_id=asset_id, for_write=for_write, reason=reason,
               request_id=request_id, not_found=True)
+    if as_served:
+        shown = as_read_by(actor, [asset])
+        if not shown:
+            _deny(actor, object_type="asset", object_id=asset_id, for_write=False, reason="not_served",
+                  request_id=request_id, not_found=True)
+        asset = shown[0]
     if for_approval:
         ok, reason = can_approve(actor, asset)
         if not ok:

@@ -109,7 +109,13 @@ class AssetListCreateApi(Api):
 
         q = self.QueryInput(data=filter_params(request))
         q.is_valid(raise_exception=True)
-        return paginate(self, access.readable_assets(request.actor).filter(**q.validated_data), AssetOutput)
+        actor = request.actor
+        qs = access.readable_assets(actor).filter(selectors.served_to_q(actor)).filter(**q.validated_data)
+        # An agent is given each asset it does not own as it is served (the approved version), as
+        # in its context: paginate() would serialise the rows as they are stored.
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(qs, request, view=self)
+        return paginator.get_paginated_response(AssetOutput(selectors.as_read_by(actor, page), many=True).data)
 
     @extend_schema(request=InputSerializer, responses={201: AssetOutput})
     def post(self, request):
@@ -137,9 +143,11 @@ class AssetDetailApi(Api):
 
     @extend_schema(responses=AssetOutput)
     def get(self, request, asset_id: int):
-        """One asset, if the caller may read it (else a 404, audited)."""
+        """One asset, if the caller may read it (else a 404, audited). An agent key is given an asset it does not
+        own as it is served: its last approved version (a 404 if it has none), never a newer one awaiting review."""
 
-        asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, request_id=self.request_id())
+        asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, as_served=True,
+                                          request_id=self.request_id())
         return Response(AssetOutput(asset).data)
 
     @extend_schema(request=UpdateInput, responses={200: AssetOutput, 409: ErrorResponse})
@@ -179,25 +187,37 @@ class AssetVersionPage(CursorPage):
     max_page_size = 50
 
 
+def _versions_read_by(actor, asset):
+    """The versions of ``asset`` (as ``access_asset_by_id(..., as_served=True)`` gave it) this reader may
+    read: for an agent that does not own it, none newer than the served one, which awaits review."""
+    qs = AssetVersion.objects.filter(org=actor.org, asset=asset)
+    if selectors.reads_served(actor, asset):
+        qs = qs.filter(version__lte=asset.approved_version)
+    return qs
+
+
 class AssetVersionListApi(Api):
     pagination_class = AssetVersionPage
 
     @extend_schema(responses=AssetVersionOutput(many=True))
     def get(self, request, asset_id: int):
         """Pages the asset's versions, newest first (at most 50 a page: each carries its full body). Readers
-        of the asset."""
+        of the asset; an agent key, for an asset it does not own, only up to the version it is served."""
 
-        asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, request_id=self.request_id())
-        return paginate(self, AssetVersion.objects.filter(org=request.actor.org, asset=asset), AssetVersionOutput)
+        asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, as_served=True,
+                                          request_id=self.request_id())
+        return paginate(self, _versions_read_by(request.actor, asset), AssetVersionOutput)
 
 
 class AssetVersionDetailApi(Api):
     @extend_schema(responses=AssetVersionOutput)
     def get(self, request, asset_id: int, version: int):
-        """One version of the asset, for readers of the asset; 404 for a version it never had."""
+        """One version of the asset, for readers of the asset; 404 for a version it never had (and, for an agent
+        key and an asset it does not own, for one newer than the version it is served)."""
 
-        asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, request_id=self.request_id())
-        row = AssetVersion.objects.filter(org=request.actor.org, asset=asset, version=version).first()
+        asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, as_served=True,
+                                          request_id=self.request_id())
+        row = _versions_read_by(request.actor, asset).filter(version=version).first()
         if row is None:
             raise Http404
         return Response(AssetVersionOutput(row).data)

@@ -15,6 +15,7 @@ from teams.auth import Actor
 
 from .access import node_writable, readable_assets
 from .models import AccessGrant, AssetVersion, ObjectType
+from .selectors import as_read_by, reads_served, served_to_q
 
 
 def node_governance(*, actor: Actor, node: Node) -> dict:
@@ -26,9 +27,16 @@ def node_governance(*, actor: Actor, node: Node) -> dict:
     derived = list(visible.filter(id__in=other, source_node_ids__contains=[node.id])
                    .values("id", "kind", "text", "source_kind")[:50])
     assets = []
-    for asset in readable_assets(actor).filter(node_ids__contains=[node.id])[:20]:
-        versions = list(AssetVersion.objects.filter(asset=asset).order_by("-version")
-                        .values("version", "content_hash", "created_at")[:10])
+    # An agent is told of the assets it does not own as they are served (their approved version), as
+    # everywhere else: not the title of an edit awaiting review, nor a version newer than the served one.
+    found = list(readable_assets(actor).filter(served_to_q(actor)).filter(node_ids__contains=[node.id])[:20])
+    for asset in as_read_by(actor, found):
+        if node.id not in asset.node_ids:  # only the version awaiting review holds this memory
+            continue
+        rows = AssetVersion.objects.filter(asset=asset)
+        if reads_served(actor, asset):
+            rows = rows.filter(version__lte=asset.version)
+        versions = list(rows.order_by("-version").values("version", "content_hash", "created_at")[:10])
         assets.append({"id": asset.id, "kind": asset.kind, "title": asset.title, "status": asset.status,
                        "version": asset.version, "versions": versions})
     superseding = list(visible.filter(id__in=Edge.objects.filter(org=actor.org, kind="supersedes", dst=node)

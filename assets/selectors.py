@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from django.db.models import Q
 
+from teams.auth import Actor
+
 from .models import Asset, AssetStatus, AssetVersion
 
 # The states in which an asset with an approved version is served: approved, and an approved
@@ -57,6 +59,32 @@ def with_served_content(assets: list[Asset]) -> list[Asset]:
             a.version = row.version
         served.append(a)
     return served
+
+
+def reads_served(actor: Actor, asset: Asset) -> bool:
+    """Does this reader get the served version of the asset rather than its current one? An agent
+    does, for every asset it does not own (the rule of the context and ``memory_get``); its owner and
+    people see the current version, which is what they review and edit."""
+    return actor.agent is not None and asset.owner_agent_id != actor.agent.id
+
+
+def served_to_q(actor: Actor) -> Q:
+    """SQL: the assets this reader is given anything of: for an agent, its own and those with a served
+    version (the listing's twin of ``as_read_by`` leaving an asset out); for a person, all."""
+    if actor.agent is None:
+        return Q()
+    return Q(owner_agent=actor.agent) | Q(approved_version__isnull=False, status__in=SERVED_STATUSES)
+
+
+def as_read_by(actor: Actor, assets: list[Asset]) -> list[Asset]:
+    """The assets as this reader may read them, in the same order: for an agent, each asset it does
+    not own as it is served (``with_served_content``: changed in memory, never to be saved), and
+    left out when nothing of it is served. REST, like the context, must not hand an agent the text
+    that awaits review."""
+    if actor.agent is None:
+        return list(assets)
+    served = {a.id for a in with_served_content([a for a in assets if reads_served(actor, a)])}
+    return [a for a in assets if not reads_served(actor, a) or a.id in served]
 
 
 def serving_note(asset: Asset) -> str:

@@ -6,7 +6,7 @@ import pytest
 
 from assets.models import AgentBinding
 
-from .helpers import create_asset, grant, last_event
+from .helpers import approve, create_asset, grant, last_event
 
 pytestmark = pytest.mark.django_db
 
@@ -14,6 +14,9 @@ pytestmark = pytest.mark.django_db
 def test_admin_binds_org_asset_agent_then_reads_it(world, client_for):
     a = world["a"]
     asset = create_asset(client_for(a.admin), visibility="org", kind="persona", title="Voice")
+    # approved: an agent is given only an asset's approved version (a draft is a 404 to it)
+    client_for(a.admin).post(f"/api/v1/assets/{asset['id']}/transition", {"to": "candidate"}, format="json")
+    approve(client_for(a.admin), asset["id"])
     url = f"/api/v1/agents/{a.agent.id}/bindings"
     assert client_for(a.key).get(f"/api/v1/assets/{asset['id']}").status_code == 404
     r = client_for(a.admin).post(url, {"asset_id": asset["id"], "mode": "full", "priority": 5}, format="json")
@@ -64,6 +67,9 @@ def test_bindings_never_widen_visibility(world, client_for):
     assert client_for(a.admin).post(url, {"asset_id": restricted["id"]}, format="json").status_code == 400
     grant(client_for(a.admin), "asset", restricted["id"], grantee_kind="agent", agent_id=a.agent.id)
     assert client_for(a.admin).post(url, {"asset_id": restricted["id"]}, format="json").status_code == 201
+    assert client_for(a.key).get(f"/api/v1/assets/{restricted['id']}").status_code == 404  # a draft: not served
+    client_for(a.admin).post(f"/api/v1/assets/{restricted['id']}/transition", {"to": "candidate"}, format="json")
+    approve(client_for(a.admin), restricted["id"])
     assert client_for(a.key).get(f"/api/v1/assets/{restricted['id']}").status_code == 200
 
 

@@ -75,8 +75,10 @@ def matrix(world, client_for):
     for v in VIS:
         nodes[v] = weave(client_for(author), f"node secret {v} zebra", visibility=v,
                          team_id=a.team.id if v == "team" else None)
+        # Approved (version 1): an agent is given only an asset's approved version, so a draft would
+        # be a 404 for the bound agent whatever its visibility (test_agent_rest_served_version).
         x = Asset(org=a.org, kind="wiki", title=f"asset secret {v} zebra", body="b", owner_user=author,
-                  team=a.team if v == "team" else None, visibility=v)
+                  team=a.team if v == "team" else None, visibility=v, status="approved", approved_version=1)
         x.content_hash = content_hash(title=x.title, summary="", body="b", node_ids=[])
         x.save()
         assets[v] = x.id
