@@ -44,10 +44,18 @@ EDITABLE_STATUSES = {AssetStatus.DRAFT, AssetStatus.CANDIDATE, AssetStatus.APPRO
 def legal_moves(status: str, approved_version: int | None) -> set[str]:
     """The lifecycle moves from ``status``. An approved asset whose newer version awaits review
     (candidate) or was sent back (draft) is still served its approved version, so it can still be
-    withdrawn (deprecated) without approving the pending text first."""
+    withdrawn (deprecated) without approving the pending text first.
+
+    Such a draft (a rejected edit) may also be approved again directly, by an approver
+    (``transition_allowed``: a move to approved needs ``access.can_approve``): otherwise only its
+    owner could propose it again (promotion is the owner's), an approver's later edits stay drafts
+    (an edit is approved as saved only in status approved), and an asset whose owner left stayed
+    "draft, serving vN" for good. A draft never approved still goes through candidate (review)."""
     moves = set(TRANSITIONS.get(status, set()))
     if approved_version is not None and status in (AssetStatus.DRAFT, AssetStatus.CANDIDATE):
         moves.add(AssetStatus.DEPRECATED)
+    if approved_version is not None and status == AssetStatus.DRAFT:
+        moves.add(AssetStatus.APPROVED)
     return moves
 
 
