@@ -369,19 +369,25 @@ class BindingOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     served = serializers.SerializerMethodField(help_text=(
         "Whether the agent receives anything from this binding: only an asset's approved version is served, "
-        "so a binding of a draft or candidate never approved gives nothing until it is approved."))
+        "so a binding of a draft or candidate never approved gives nothing until it is approved; nor does one "
+        "of an asset whose visibility no longer includes the agent."))
     served_version = serializers.SerializerMethodField(help_text="The asset version the agent is served, or null.")
     note = serializers.SerializerMethodField(help_text=(
         "Why the agent receives nothing, or an older version than the asset's current one; empty otherwise."))
 
+    def _serving(self, b) -> tuple[int | None, str]:
+        if not hasattr(b, "_serving"):  # one eligibility check for the three fields
+            b._serving = selectors.binding_serving(b)
+        return b._serving
+
     def get_served(self, b) -> bool:
-        return selectors.served_version(b.asset) is not None
+        return self._serving(b)[0] is not None
 
     def get_served_version(self, b) -> int | None:
-        return selectors.served_version(b.asset)
+        return self._serving(b)[0]
 
     def get_note(self, b) -> str:
-        return selectors.serving_note(b.asset)
+        return self._serving(b)[1]
 
 
 class AgentBindingListApi(Api):
@@ -398,7 +404,7 @@ class AgentBindingListApi(Api):
         agent = team_access.access_agent_by_id(request.actor, agent_id, for_write=False)
         if not (request.actor.agent is not None and request.actor.agent.id == agent.id):
             services.require_binding_admin(request.actor, agent)
-        rows = (AgentBinding.objects.filter(org=request.actor.org, agent=agent).select_related("asset")
+        rows = (AgentBinding.objects.filter(org=request.actor.org, agent=agent).select_related("asset", "agent")
                 .order_by("priority", "asset_id"))
         return Response({"results": BindingOutput(rows, many=True).data})
 

@@ -100,3 +100,17 @@ def serving_note(asset: Asset) -> str:
         return (f"The agent is served version {served}, the last approved one; version {pending} "
                 f"{'was sent back to draft' if asset.status == AssetStatus.DRAFT else 'awaits approval'}.")
     return ""
+
+
+def binding_serving(binding) -> tuple[int | None, str]:
+    """(the version the binding's agent is served, the note saying why not or why an older one) for
+    the binding's answer. The asset's own rule (``served_version``, ``serving_note``), and nothing
+    when the asset's visibility no longer includes the agent: the context then serves nothing of it
+    (``context.bound_assets``), for a binding never widens visibility."""
+    from .access import agent_eligible
+
+    asset = binding.asset
+    if not agent_eligible(binding.agent, asset):
+        return None, (f"This asset's visibility ({asset.visibility}) no longer includes the agent, so it "
+                      "receives nothing from it: a binding never widens visibility.")
+    return served_version(asset), serving_note(asset)
