@@ -498,6 +498,9 @@ def test_bindings_add_update_remove(world, assets, login):
 
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {a.key}")
+    # a draft serves nothing to its agent; once approved, the agent reads the approved version
+    assert api.get(f"/api/v1/assets/{skill.id}").status_code == 404
+    Asset.objects.filter(id=skill.id).update(status="approved", approved_version=1)
     assert api.get(f"/api/v1/assets/{skill.id}").status_code == 200
     r = admin.post(f"/console/assets/{skill.id}/", {"op": "unbind", "binding_id": b.id})
     assert r.status_code == 302 and not AgentBinding.objects.filter(id=b.id).exists()
