@@ -150,7 +150,7 @@ def _detail(request, asset: Asset, *, status: int = 200, **forms):
         "diff_view": _diff_view(request),
         "nodes": nodes,
         "hidden_nodes": len(set(asset.node_ids)) - len(nodes),
-        "bindings": selectors.asset_bindings(actor=actor, asset=asset),
+        "bindings": _with_serving(selectors.asset_bindings(actor=actor, asset=asset), asset),
         "served_version": asset_selectors.served_version(asset),
         "pending_version": asset_selectors.pending_version(asset),
         "serving_note": asset_selectors.serving_note(asset),
@@ -325,3 +325,15 @@ def asset_acl(request, asset_id: int):
         "nav": "assets",
     }
     return page(request, "frontend/asset_acl.html", ctx, status=400 if form.is_bound else 200)
+
+
+def _with_serving(bindings, asset) -> list:
+    """Each binding with ``unserved_note`` when its agent receives nothing because the asset's
+    visibility no longer includes it (the asset's own note covers drafts and pending edits)."""
+    from assets.access import agent_eligible
+
+    out = list(bindings)
+    for b in out:
+        b.asset = asset  # the page's own: no query per row
+        b.unserved_note = "" if agent_eligible(b.agent, b.asset) else asset_selectors.binding_serving(b)[1]
+    return out
