@@ -222,7 +222,10 @@ def can_approve(actor: Actor, asset: Asset) -> tuple[bool, str]:
 
 def asset_readable(actor: Actor, asset: Asset) -> tuple[bool, str]:
     ok, reason = _visible(actor, asset, ObjectType.ASSET)
-    if not ok and asset.status == "candidate" and asset.promotion and can_approve(actor, asset)[0]:
+    # A candidate is promoted (a pending promotion) or an approved asset's edit awaiting review (an
+    # approved version still served): its approvers read it, as they must to decide.
+    if (not ok and asset.status == "candidate" and (asset.promotion or asset.approved_version is not None)
+            and can_approve(actor, asset)[0]):
         return True, "approver"
     if ok and actor.agent is not None and reason != "owner" and not is_bound(actor.agent.id, asset.id):
         return False, "not_bound"

@@ -33,3 +33,19 @@ def test_a_pending_edit_is_in_the_approvers_queue(world, client_for):
     assert selectors.assets_awaiting_approval(actor=member) == []  # not an approver
     other_team_admin = _user_actor(bob_user, a.org, team_admin_ids={a.team.id + 10_000})
     assert aid not in [x.id for x in selectors.assets_awaiting_approval(actor=other_team_admin)]
+
+
+def test_an_org_admin_outside_the_team_can_open_and_approve_a_pending_edit(world, client_for):
+    # The queue listed it to her, but the asset (team visibility, a team she is not in) was a 404 to
+    # open and to approve; a promotion to the same team was readable by its approver all along.
+    a = world["a"]
+    aid, carol, bob = _approved_team_skill(world, client_for)
+    _edit(carol, aid, 1, "Deploy on Tuesdays only.")
+    admin = client_for(a.admin)
+    assert aid in [x.id for x in selectors.assets_awaiting_approval(actor=_user_actor(a.admin, a.org, role=Role.ADMIN))]
+    r = admin.get(f"/api/v1/assets/{aid}")
+    assert r.status_code == 200 and r.json()["body"] == "Deploy on Tuesdays only."
+    r = admin.post(f"/api/v1/assets/{aid}/transition", {"to": "approved"}, format="json")
+    assert r.status_code == 200 and r.json()["served_version"] == 2, r.content
+    # once approved, the team asset is again the team's: she is not in it
+    assert admin.get(f"/api/v1/assets/{aid}").status_code == 404
