@@ -477,11 +477,14 @@ def recall_matches(hit, query_tokens: set[str], close_cosine: float | None,
     reaches ``close_cosine``; ``None``: an embedder whose scale is not calibrated, where any cosine
     counts). A hit reached only through the graph, with no vector, is matched by words only.
 
+    A hit of the day the query names (the engine's date channel) matches: the day is what was asked.
     By words, with ``terms`` (the query's terms weighed in the caller's memory): its text shares the
     query's rarest held term or half its weight, common terms left out (``QueryTerms``); the lexical
     channel's rank is no evidence then, as it ranks any doc holding any query term. Without them (no
     engine index: Postgres served the recall) any shared token or lexical rank counts, as before."""
     ex = hit.explanation
+    if (ex.channels or {}).get("date") is not None:
+        return True  # it happened on the day the query names ("what did we decide on March 5?")
     tokens = set(tokenize(hit.text))
     if terms is not None:
         if terms.shared_enough(tokens):

@@ -181,7 +181,7 @@ def resonate_sql(visible, *, query: str, query_vec: np.ndarray | None, params: R
                 continue
             text = text[:room] + params.truncation_marker
         chars += len(text)
-        ex = Explanation(channels={"lexical": lex_rank.get(nid), "vector": vec_rank.get(nid)},
+        ex = Explanation(channels={"lexical": lex_rank.get(nid), "vector": vec_rank.get(nid), "date": None},
                          seed=nid in fused, path=path[nid], hops=len(path[nid]) - 1,
                          parts={"activation": activation[nid], "tension": ten, "context_match": ctx,
                                 "cosine": cos, "final": final})

@@ -258,10 +258,12 @@ def resonate(
             if v_ids is not None:
                 extra += ((v_ids, v_sc, params.w_vprf),)
     in_dates = _date_focus(index, query_text, now_days, seedable, params) if params.w_date > 0 else None
+    date_rank: dict[int, int] = {}
     if in_dates is not None:
         d_ids, d_sc = _date_list(index, in_dates, bm, qvec, params.n_lex)
         if d_ids.size:
             extra += ((d_ids, d_sc, params.w_date),)
+            date_rank = {int(x): r for r, x in enumerate(d_ids.tolist(), 1)}
     seed_l, seed_a = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc, extra=extra)
     lex_rank = {int(x): r for r, x in enumerate(lex_ids.tolist(), 1)}
     vec_rank = {int(x): r for r, x in enumerate(vec_ids.tolist(), 1)}
@@ -357,7 +359,8 @@ def resonate(
                 text=text,
                 kind=int(kinds[loc]),
                 explanation=Explanation(
-                    channels={"lexical": lex_rank.get(loc), "vector": vec_rank.get(loc)},
+                    # "date": its rank among the nodes of the day the query names, when it is one
+                    channels={"lexical": lex_rank.get(loc), "vector": vec_rank.get(loc), "date": date_rank.get(loc)},
                     seed=hop_of[loc] == 0,
                     path=path,
                     hops=int(hop_of[loc]),

@@ -318,7 +318,7 @@ def test_result_shape_and_limits() -> None:
     assert 0 < len(r.hits) <= 100
     h = r.hits[0]
     assert set(h.explanation.parts) == {"activation", "tension", "context_match", "cosine", "final"}
-    assert set(h.explanation.channels) == {"lexical", "vector"}
+    assert set(h.explanation.channels) == {"lexical", "vector", "date"}
     assert h.explanation.path[-1] == h.node_id
     # An exhausted time budget stops diffusion and flags it.
     r = resonate(

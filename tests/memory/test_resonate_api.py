@@ -40,7 +40,7 @@ def test_resonate_finds_the_turn_and_explains_it(world, client_for):
     top = body["hits"][0]
     assert top["node_id"] == ids[3]
     ex = top["explanation"]
-    assert ex["seed"] is True and set(ex["channels"]) == {"lexical", "vector"}
+    assert ex["seed"] is True and set(ex["channels"]) == {"lexical", "vector", "date"}
     assert {"activation", "tension", "context_match", "cosine", "final"} <= set(ex["parts"])
     assert body["route"]["qtype"] and isinstance(body["route"]["depth"], int)
     assert body["degraded"] == []
