@@ -172,8 +172,18 @@ class AssetVersionOutput(serializers.Serializer):
     body = serializers.CharField()
     node_ids = serializers.ListField(child=serializers.IntegerField())
     content_hash = serializers.CharField()
-    author_label = serializers.CharField()
+    author_label = serializers.SerializerMethodField(help_text="Who saved the version (user:<name> or "
+                                                     "agent:<name>); to agent keys a name that is an email "
+                                                     "address shows its local part only.")
     created_at = serializers.DateTimeField()
+
+    def get_author_label(self, v) -> str:
+        from .context import name_without_address
+
+        label = v.author_label
+        if self.context.get("for_agent") and label.startswith("user:"):
+            return "user:" + name_without_address(label[5:])
+        return label
 
 
 class AssetVersionPage(CursorPage):
@@ -206,7 +216,8 @@ class AssetVersionListApi(Api):
 
         asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, as_served=True,
                                           request_id=self.request_id())
-        return paginate(self, _versions_read_by(request.actor, asset), AssetVersionOutput)
+        return paginate(self, _versions_read_by(request.actor, asset), AssetVersionOutput,
+                        context={"for_agent": request.actor.agent is not None})
 
 
 class AssetVersionDetailApi(Api):
@@ -220,7 +231,7 @@ class AssetVersionDetailApi(Api):
         row = _versions_read_by(request.actor, asset).filter(version=version).first()
         if row is None:
             raise Http404
-        return Response(AssetVersionOutput(row).data)
+        return Response(AssetVersionOutput(row, context={"for_agent": request.actor.agent is not None}).data)
 
 
 class AssetTransitionApi(Api):

@@ -283,9 +283,15 @@ def recall_meta(org, node_ids: list[int]) -> dict[int, dict]:
     # A write that names no speaker (a REST or MCP weave) is its writer's: the agent's or the person's name.
     rows = Node.objects.filter(org=org, id__in=node_ids).values_list(
         "id", "occurred_at", "speaker", "owner_agent__name", "owner_user__username", "source_kind", "metadata")
-    return {nid: {"occurred_at": _iso(at), "speaker": speaker or agent or user or "",
+    return {nid: {"occurred_at": _iso(at), "speaker": speaker or agent or name_without_address(user or ""),
                   "derived": derived_kind(source_kind, metadata)}
             for nid, at, speaker, agent, user, source_kind, metadata in rows}
+
+
+def name_without_address(name: str) -> str:
+    """A person's name as agents are shown it: an account made by accepting an invitation is named by
+    its email address, and recall lines go into prompts; the address's local part stands for it."""
+    return name.split("@", 1)[0] if "@" in name else name
 
 
 MODEL_ANSWER = "model_answer"

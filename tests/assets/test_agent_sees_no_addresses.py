@@ -1,0 +1,50 @@
+"""People who joined by invitation are named by their email address. Agents are not handed addresses
+(the members API gives them none): not in recall lines either, which go into prompts, nor in an
+asset's version authors."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from memory.cache import get_cache
+from teams.models import TeamMembership, TeamRole
+from tests.teams.invites import invite, sign_up
+
+from .helpers import approve, create_asset, weave
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    get_cache().drop()
+    yield
+    get_cache().drop()
+
+
+def test_an_invited_persons_address_is_not_in_an_agents_recall_or_versions(world, client_for):
+    a = world["a"]
+    sign_up(invite(client_for(a.admin), "dana@example.com")["invite_url"])
+    dana = get_user_model().objects.get(email="dana@example.com")
+    assert dana.username == "dana@example.com"  # the premise
+    TeamMembership.objects.create(org=a.org, team=a.team, user=dana, role=TeamRole.ADMIN)
+    d = client_for(dana)
+    weave(d, "The Falcon launch is on May 10th.", visibility="org", session="falcon")  # no speaker given
+    agent = client_for(a.key)
+    body = agent.post("/api/v1/context", {"query": "When is the Falcon launch?", "reinforce": False},
+                      format="json").json()
+    assert body["recall"] and body["recall"][0]["speaker"] == "dana"
+    assert "dana@example.com" not in body["dynamic"] and "· dana]" in body["dynamic"]
+
+    aid = create_asset(d, kind="skill", title="Launches", body="Launch on Tuesdays.", visibility="team",
+                       team_id=a.team.id)["id"]
+    assert d.post(f"/api/v1/assets/{aid}/transition", {"to": "candidate"}, format="json").status_code == 200
+    approve(d, aid)
+    r = d.post(f"/api/v1/agents/{a.agent.id}/bindings", {"asset_id": aid, "mode": "full"}, format="json")
+    assert r.status_code == 201, r.content
+    versions = agent.get(f"/api/v1/assets/{aid}/versions")
+    assert versions.status_code == 200 and versions.json()["results"][0]["author_label"] == "user:dana"
+    assert agent.get(f"/api/v1/assets/{aid}/versions/1").json()["author_label"] == "user:dana"
+    # people see who it was
+    assert d.get(f"/api/v1/assets/{aid}/versions").json()["results"][0]["author_label"] == "user:dana@example.com"
