@@ -250,8 +250,9 @@ def detect(*, org_id: int, node_ids: list[int]) -> int:
                 pairs.append((a, b, sim))
     # The pairs already stored (a re-sent or redelivered check), in one query rather than one per pair.
     stored = _stored_pairs({(a.id, b.id) for a, b, _ in pairs})
+    restated = _restating_pairs(org_id, pairs)
     for a, b, sim in pairs:
-        if (a.id, b.id) in seen or (a.id, b.id) in stored:
+        if (a.id, b.id) in seen or (a.id, b.id) in stored or (a.id, b.id) in restated:
             continue
         seen.add((a.id, b.id))
         if _days_apart(a, b) and heuristics.only_counts_differ(a.text, b.text):
@@ -282,6 +283,30 @@ def detect(*, org_id: int, node_ids: list[int]) -> int:
     if judge_down is not None:
         log.warning("conflict judge not called for the rest of this check (%s): rule verdicts used", judge_down.kind)
     return created
+
+
+def _restating_pairs(org_id: int, pairs: list[tuple[Node, Node, float]]) -> set[tuple[int, int]]:
+    """Pairs of which a side is derived (a fact, a summary) and whose contradiction is already in the
+    queue at its sources: "the data migration moved to January 9th" abstracted from a turn that
+    conflicts with the turn that dated it to December 14th is that one conflict again. Stored too, it
+    was a second queue entry (with a garbled reason, the fact's own date suffix read as another
+    date) that stayed open after the turns' conflict was resolved. A derived side that shares a
+    source with the other is skipped as well: it restates what it is compared with."""
+    def family(n: Node) -> set[int]:
+        return {n.id, *(n.source_node_ids or ())}
+
+    derived = [(a, b) for a, b, _ in pairs if a.source_node_ids or b.source_node_ids]
+    if not derived:
+        return set()
+    ids = set().union(*(family(a) | family(b) for a, b in derived))
+    conflicting = set(Conflict.objects.filter(org_id=org_id, node_a_id__in=ids, node_b_id__in=ids)
+                      .values_list("node_a_id", "node_b_id"))
+    out = set()
+    for a, b in derived:
+        fa, fb = family(a), family(b)
+        if fa & fb or any((x, y) in conflicting or (y, x) in conflicting for x in fa for y in fb):
+            out.add((a.id, b.id))
+    return out
 
 
 def _stored_pairs(pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:

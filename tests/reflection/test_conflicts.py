@@ -239,3 +239,27 @@ def test_a_writer_of_one_memory_may_keep_both(world, client_for, no_llm):
     r = client_for(a.member).post(f"/api/v1/conflicts/{c.id}/resolve", {"action": "keep_both"}, format="json")
     assert r.status_code == 200, r.content
     assert r.json()["status"] == "kept_both"
+
+
+def test_facts_restating_two_conflicting_turns_are_not_a_second_conflict(world, client_for, no_llm):
+    # The turns conflict; the heuristic facts abstracted from them ("… (on 14 December 2026)") said
+    # the same again: a second queue entry with a garbled reason, left open once the turns' conflict
+    # was resolved.
+    c = client_for(world["a"].key)
+    dated = weave(c, "mig-1", turns=[{"speaker": "carol", "text": "The data migration is scheduled for December 14th.",
+                                      "occurred_at": "2026-12-01T09:00:00Z"}], end=True)["node_ids"][0]
+    moved = weave(c, "mig-2", turns=[{"speaker": "bob", "text": "Update: the data migration moved to January 9th "
+                                      "because of the freeze.", "occurred_at": "2026-12-01T10:00:00Z"}],
+                  end=True)["node_ids"][0]
+    org_id = world["a"].org.id
+    conflicts.detect(org_id=org_id, node_ids=[dated, moved])
+    from reflection import services
+
+    from .helpers import session
+    for key in ("mig-1", "mig-2"):
+        services.abstract_session(session_id=session(world["a"].org, key).id)
+    facts = list(Node.objects.filter(org_id=org_id, kind="fact").values_list("id", flat=True))
+    assert len(facts) == 2  # the premise: each turn was abstracted into a fact
+    conflicts.detect(org_id=org_id, node_ids=facts)
+    stored = list(Conflict.objects.values_list("node_a_id", "node_b_id", "reason"))
+    assert stored == [(dated, moved, "rescheduled: December 14th vs January 9th")]
