@@ -57,6 +57,10 @@ def with_served_content(assets: list[Asset]) -> list[Asset]:
             for f in _CONTENT:
                 setattr(a, f, getattr(row, f))
             a.version = row.version
+            # What is served is the approved version: its reader sees it as approved, not as the
+            # candidate (or sent-back draft) the newer version made the asset (a client filtering on
+            # status=approved dropped an asset it is served).
+            a.status = AssetStatus.APPROVED
         served.append(a)
     return served
 

@@ -382,7 +382,8 @@ def audit_page(*, actor: Actor, action: str = "", actor_label: str = "", object_
 
 # Listing columns of an asset: never the body (up to 100,000 characters) nor the node id array.
 ASSET_LIST_COLUMNS = ("id", "kind", "title", "summary", "visibility", "status", "version", "team_id",
-                      "owner_user_id", "owner_agent_id", "usage_count", "promotion", "updated_at")
+                      "owner_user_id", "owner_agent_id", "usage_count", "promotion", "updated_at",
+                      "approved_version")
 ASSET_VERSIONS_SHOWN = 100
 ASSET_SIDE_ROWS = 200  # grants and bindings listed on one asset's pages
 APPROVAL_PAGE = 100  # candidates read per query while filling the approval queue

@@ -806,7 +806,7 @@ class EngineCache:
             index_bytes = sum(ix.nbytes() for ix in self._indexes.values())
             refused = {o: b for o, (at, b) in self._refused.items() if now - at <= PRESSURE_WINDOW_SECS}
             rebuilds = sum(1 for at in self._rebuilt_at if now - at <= PRESSURE_WINDOW_SECS)
-            stats = dict(self.stats)
+            stats = {k: round(v, 1) if isinstance(v, float) else v for k, v in self.stats.items()}
             cached = len(self._indexes)
         counted = int(stem.get("bytes") or 0) if self.count_stem_cache else 0
         return {

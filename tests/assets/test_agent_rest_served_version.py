@@ -30,6 +30,7 @@ def test_agent_rest_reads_of_a_bound_asset_serve_the_approved_version(world, cli
     assert r.status_code == 200, r.content
     body = r.json()
     assert body["body"] == APPROVED_TEXT and body["version"] == 1 and body["served_version"] == 1
+    assert body["status"] == "approved" and body["pending_version"] is None  # what it is served is approved
     assert INJECTION not in r.content.decode()
 
     [row] = _listed(bot, aid)

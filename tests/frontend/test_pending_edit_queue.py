@@ -49,3 +49,14 @@ def test_an_org_admin_outside_the_team_can_open_and_approve_a_pending_edit(world
     assert r.status_code == 200 and r.json()["served_version"] == 2, r.content
     # once approved, the team asset is again the team's: she is not in it
     assert admin.get(f"/api/v1/assets/{aid}").status_code == 404
+
+
+def test_the_queue_line_of_an_edit_says_which_version_awaits_and_which_is_served(world, client_for):
+    from django.test import Client
+
+    aid, carol, bob = _approved_team_skill(world, client_for)
+    _edit(carol, aid, 1, "Deploy on Tuesdays only.")
+    console = Client()
+    console.force_login(get_user_model().objects.get(username="alpha-bob"))
+    queue = console.get("/console/assets/").content.decode().split('id="awaiting-approval"')[1].split("</section>")[0]
+    assert "edit: version 2 (version 1 served)" in queue and "→" not in queue
