@@ -771,6 +771,15 @@ def recall_for(*, actor: Actor, query: str, k: int, depth: int | None = None,
     out = memory_selectors.resonate_for(actor=actor, query=query, k=max(k * over_fetch, k), depth=depth,
                                         query_vec=NO_VECTOR if query_vec is None else query_vec)
     hits, restated = _fold_restatements(actor.org, out.result.hits)
+    # The question itself, asked before (the proxy writes back each user turn), tells the one asking
+    # it now nothing: it took a recall slot from what answers it.
+    def words(text: str) -> tuple[str, ...]:  # asked with or without its "?"
+        key = _same_text_key(text)
+        return key[:-1] if key[-1:] == ("?",) else key
+
+    asked = words(query)
+    if asked:  # a query of no words ("👍") is no question a stored text can repeat
+        hits = [h for h in hits if words(h.text) != asked]
     meta = recall_meta(actor.org, [h.node_id for h in hits])
     query_tokens = set(tokenize(query))
     close_cosine = close_cosine_for(embedder, query_vec if out.vector_used else None)
