@@ -149,7 +149,7 @@ class TeamDetailApi(Api):
         """Deletes the team, in one transaction with everything that named it. Org admins only.
 
         While memories or assets are shared with the team, a choice is required (409 team_not_empty, with the
-        counts, otherwise): memories=move&to_team_id=<id> hands them to another team of the org,
+        counts in error.counts, otherwise): memories=move&to_team_id=<id> hands them to another team of the org,
         memories=private makes each private to its writer. The team's agents leave it; those whose writes
         defaulted to the team now default to private. The answer says what was done."""
 
@@ -166,9 +166,11 @@ class TeamDetailApi(Api):
             result = services.team_delete(actor=request.actor, team=team, memories=s.validated_data.get("memories"),
                                           to_team=to_team, request_id=self.request_id())
         except services.TeamNotEmpty as exc:
-            # The error shape carries fields only for 400s; this 409 names the choice to make.
-            return Response(error_body(exc.default_code, str(exc.detail), fields=exc.fields, request=request),
-                            status=exc.status_code)
+            # The error shape carries fields only for 400s; this 409 names the choice to make, and
+            # counts what it is about for a client to show (error.counts: memories, assets).
+            body = error_body(exc.default_code, str(exc.detail), fields=exc.fields, request=request)
+            body["error"]["counts"] = exc.counts
+            return Response(body, status=exc.status_code)
         return Response(result.as_dict())
 
 

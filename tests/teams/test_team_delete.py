@@ -54,7 +54,7 @@ def test_refused_while_it_holds_shared_memories_and_nothing_changes(world, clien
     assert r.status_code == 409, r.content
     err = r.json()["error"]
     assert err["code"] == "team_not_empty"
-    assert "1 memory and 1 asset" in err["message"]
+    assert "1 memory and 1 asset" in err["message"] and err["counts"] == {"memories": 1, "assets": 1}
     assert "memories=move" in err["fields"]["memories"][0] and "memories=private" in err["fields"]["memories"][0]
     assert Team.objects.filter(id=temp["team"]["id"]).exists()
     assert Agent.objects.get(id=temp["bot"]["id"]).default_visibility == "team"
