@@ -104,6 +104,8 @@ def dashboard(request):
         "counts": counts,
         "chart": charts.hourly_bars(series),
         "conflicts": selectors.recent_conflicts(actor=actor),
+        # Approvers learn of what waits for them where they land, not only on the assets page.
+        "awaiting": len(selectors.assets_awaiting_approval(actor=actor, limit=20)),
         "nav": "dashboard",
     })
 

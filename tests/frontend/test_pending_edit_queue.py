@@ -60,3 +60,18 @@ def test_the_queue_line_of_an_edit_says_which_version_awaits_and_which_is_served
     console.force_login(get_user_model().objects.get(username="alpha-bob"))
     queue = console.get("/console/assets/").content.decode().split('id="awaiting-approval"')[1].split("</section>")[0]
     assert "edit: version 2 (version 1 served)" in queue and "→" not in queue
+
+
+def test_the_dashboard_tells_an_approver_what_awaits(world, client_for):
+    from django.test import Client
+
+    aid, carol, bob = _approved_team_skill(world, client_for)
+    console = Client()
+    console.force_login(get_user_model().objects.get(username="alpha-bob"))
+    assert 'id="dashboard-awaiting"' not in console.get("/console/").content.decode()
+    _edit(carol, aid, 1, "Deploy on Tuesdays only.")
+    html = console.get("/console/").content.decode()
+    assert 'id="dashboard-awaiting"' in html and "1 asset awaits your approval." in html
+    member = Client()
+    member.force_login(world["a"].member)
+    assert 'id="dashboard-awaiting"' not in member.get("/console/").content.decode()
