@@ -67,6 +67,8 @@ class AssetOutput(serializers.Serializer):
         "awaits review (candidate) or was sent back (draft); null when agents receive nothing from it."))
     pending_version = serializers.SerializerMethodField(help_text=(
         "A version newer than the served one, awaiting approval (or sent back to draft); null if none."))
+    last_move_note = serializers.DictField(help_text="The last lifecycle move's reason, when it gave one (from, "
+                                           "to, note, by, at): a rejected edit's, for its author.")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -238,6 +240,9 @@ class AssetTransitionApi(Api):
     class InputSerializer(StrictSerializer):
         to = serializers.ChoiceField(choices=AssetStatus.choices)
         expected_version = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+        note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="",
+                                     help_text="Why (a rejection's reason, for the author): kept in the audit "
+                                               "entry and shown on the asset's page.")
 
     @extend_schema(request=InputSerializer, responses={200: AssetOutput, 409: ErrorResponse})
     def post(self, request, asset_id: int):
@@ -251,7 +256,8 @@ class AssetTransitionApi(Api):
         asset = services.access_asset_for_transition(request.actor, asset_id, to=d["to"],
                                                      request_id=self.request_id())
         asset = services.asset_transition(actor=request.actor, asset=asset, to=d["to"],
-                                          expected_version=d["expected_version"], request_id=self.request_id())
+                                          expected_version=d["expected_version"], note=d["note"],
+                                          request_id=self.request_id())
         return Response(AssetOutput(asset).data)
 
 

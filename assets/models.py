@@ -137,6 +137,9 @@ class Asset(models.Model):
     # makes the asset a candidate again, and its new version waits for review while this one is
     # still served. None: never approved, nothing is served.
     approved_version = models.IntegerField(null=True, blank=True)
+    # The last lifecycle move's reason, when it gave one (a rejection's, for the author): from, to,
+    # note, by, at. Replaced by the next move.
+    last_move_note = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

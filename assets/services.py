@@ -333,7 +333,9 @@ def access_asset_for_transition(actor: Actor, asset_id: int, *, to: str, request
 
 @transaction.atomic
 def asset_transition(*, actor: Actor, asset: Asset, to: str, expected_version: int | None = None,
-                     request_id: str = "") -> Asset:
+                     note: str = "", request_id: str = "") -> Asset:
+    """``note``: why (a rejection's reason, for the author), kept in the audit entry and shown on the
+    asset's page beside the move."""
     asset = _lock(asset, expected_version)
     if to not in legal_moves(asset.status, asset.approved_version):
         raise ValidationError({"to": [f"Illegal transition {asset.status} → {to}."]})
@@ -341,6 +343,8 @@ def asset_transition(*, actor: Actor, asset: Asset, to: str, expected_version: i
         raise PermissionDenied(_TRANSITION_REFUSALS[_transition_right(to)])
     frm = asset.status
     detail: dict = {"from": frm, "to": to}
+    if note.strip():
+        detail["note"] = note.strip()
     if to == AssetStatus.APPROVED:
         if asset.promotion:
             _check_promotion_team(asset)
@@ -366,6 +370,8 @@ def asset_transition(*, actor: Actor, asset: Asset, to: str, expected_version: i
     if to == AssetStatus.DRAFT and asset.approved_version is not None:
         detail["served_version"] = asset.approved_version  # a rejected edit: the approved text stays served
     asset.status = to
+    asset.last_move_note = ({"from": frm, "to": to, "note": detail["note"], "by": actor.label,
+                             "at": timezone.now().strftime("%Y-%m-%d %H:%M UTC")} if "note" in detail else {})
     asset.save()
     audit.record(actor=actor, action="asset.transition", object_type="asset", object_id=asset.id,
                  detail=detail, request_id=request_id)

@@ -249,6 +249,7 @@ class AssetEditForm(forms.Form):
 class AssetTransitionForm(forms.Form):
     to = forms.ChoiceField(choices=AssetStatus.choices)
     expected_version = forms.IntegerField(min_value=1, required=False)
+    note = forms.CharField(max_length=500, required=False)
 
 
 class AssetVisibilityForm(forms.Form):

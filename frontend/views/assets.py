@@ -221,7 +221,8 @@ def _asset_post(request, asset_id: int):
         to = form.cleaned_data["to"]
         asset = services.access_asset_for_transition(actor, asset_id, to=to, request_id=rid)
         asset = services.asset_transition(actor=actor, asset=asset, to=to,
-                                          expected_version=form.cleaned_data["expected_version"], request_id=rid)
+                                          expected_version=form.cleaned_data["expected_version"],
+                                          note=form.cleaned_data["note"], request_id=rid)
         messages.success(request, _("The asset is now %(status)s.") % {"status": asset.get_status_display()})
         return back
 
