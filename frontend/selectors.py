@@ -211,7 +211,10 @@ def _hidden_edge_count(*, actor: Actor, node: Node) -> int:
 def lineage(*, actor: Actor, node: Node, edges: list[EdgeRow]) -> dict:
     """Provenance: the nodes this one was derived from, and the nodes derived from it."""
     sources = nodes_by_ids(actor=actor, ids=list(node.source_node_ids or []))
-    derived_from = [e for e in edges if e.kind == EdgeKind.DERIVED and e.direction == "in"]
+    # A source is also linked by a derived edge: listed once, as a source (the drawer said "from #24"
+    # and "derived from #24" on two lines).
+    listed = set(node.source_node_ids or [])
+    derived_from = [e for e in edges if e.kind == EdgeKind.DERIVED and e.direction == "in" and e.other_id not in listed]
     derived_into = [e for e in edges if e.kind == EdgeKind.DERIVED and e.direction == "out"]
     return {"sources": sources, "hidden_sources": len(node.source_node_ids or []) - len(sources),
             "derived_from": derived_from, "derived_into": derived_into}
