@@ -18,7 +18,7 @@ from teams import access, services
 from teams import selectors as team_selectors
 
 from .. import selectors
-from ..console import add_form_errors, console_view, error_text, request_id
+from ..console import add_form_errors, console_view, request_id
 from ..forms import (
     AgentForm,
     AgentSharingForm,
@@ -154,7 +154,12 @@ def team_detail(request, team_id: int):
                                                 to_team=to_team if d["memories"] == "move" else None,
                                                 request_id=rid)
                 except services.TeamNotEmpty as exc:
-                    delete_form.add_error("memories", error_text(exc.fields["memories"]))
+                    # The page's words, not the API's parameters (memories=move, to_team_id).
+                    counts = exc.counts
+                    delete_form.add_error("memories", _(
+                        "%(memories)s memories and %(assets)s assets are still shared with this team: choose "
+                        "below whether they move to another team or become private to their writers.")
+                        % {"memories": counts["memories"], "assets": counts["assets"]})
                     status = 409
                 except drf.ValidationError as exc:
                     add_form_errors(delete_form, exc.detail)
