@@ -157,9 +157,10 @@ def team_detail(request, team_id: int):
                     # The page's words, not the API's parameters (memories=move, to_team_id).
                     counts = exc.counts
                     delete_form.add_error("memories", _(
-                        "%(memories)s memories and %(assets)s assets are still shared with this team: choose "
-                        "below whether they move to another team or become private to their writers.")
-                        % {"memories": counts["memories"], "assets": counts["assets"]})
+                        "%(memories)s and %(assets)s are still shared with this team: choose below whether "
+                        "they move to another team or become private to their writers.")
+                        % {"memories": ngettext("%d memory", "%d memories", counts["memories"]) % counts["memories"],
+                           "assets": ngettext("%d asset", "%d assets", counts["assets"]) % counts["assets"]})
                     status = 409
                 except drf.ValidationError as exc:
                     add_form_errors(delete_form, exc.detail)

@@ -42,7 +42,7 @@ def test_deleting_without_a_choice_is_refused_on_the_page(world, login, temp):
     r = login(world["a"].owner).post(f"/console/teams/{temp['team'].id}/", {"op": "delete"})
     assert r.status_code == 409
     body = html.unescape(r.content.decode())
-    assert "choose below whether they move to another team or become private" in body
+    assert "1 memory and 0 assets are still shared with this team: choose below whether they move" in body
     assert "memories=private" not in body  # the API's parameter, not the page's words
     # the page asks for a choice before it submits (the confirmation would otherwise come first)
     assert 'name="memories" value="private" required' in body
