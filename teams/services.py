@@ -104,7 +104,8 @@ def organization_create_for_email(*, name: str, owner_email: str, base_url: str,
                 if " ".join(o.name.split()).casefold() == folded]
         if same:
             raise ValidationError({"name": [f"An organisation named {same[0].name} exists (slug {same[0].slug}); "
-                                            "pass --slug to create another."]})
+                                            f"pass --slug {same[0].slug} to invite its owner again, or a new "
+                                            "--slug to create another."]})
     slug = slug or _unique_slug(name, lambda s: Organization.objects.filter(slug=s).exists())
     try:
         with transaction.atomic():

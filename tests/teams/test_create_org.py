@@ -249,8 +249,8 @@ def test_the_public_url_comes_before_the_running_instance(settings, tmp_path):
 def test_a_second_org_of_the_same_name_needs_a_slug():
     create_org("Acme", "--owner-email", "ana@acme.io")
     for name in ("Acme", " acme ", "ACME"):
-        with pytest.raises(CommandError, match=r"An organisation named Acme exists \(slug acme\); pass --slug to "
-                                               r"create another"):
+        with pytest.raises(CommandError, match=r"An organisation named Acme exists \(slug acme\); pass --slug acme "
+                                               r"to invite its owner again, or a new --slug to create another"):
             create_org(name, "--owner-email", "ana@acme.io")
     assert list(Organization.objects.values_list("slug", flat=True)) == ["acme"]
     # asked explicitly: a slug of its own
