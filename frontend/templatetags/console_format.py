@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 
 from django import template
@@ -66,7 +67,13 @@ def _value(value) -> str:
         shown = ", ".join(_value(v) for v in value[:MAX_ITEMS])
         more = len(value) - MAX_ITEMS
         return shown + (" " + _("and %(n)s more") % {"n": more} if more > 0 else "")
+    if isinstance(value, str) and _ISO_TIME.fullmatch(value):
+        # "2026-12-01T04:33:16.728801+00:00" as the log's other times read: "2026-12-01 04:33 UTC"
+        return f"{value[:10]} {value[11:16]} UTC" if value.endswith(("+00:00", "Z")) else value[:16].replace("T", " ")
     return str(value)
+
+
+_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2})?")
 
 
 @register.filter

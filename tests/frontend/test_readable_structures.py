@@ -41,6 +41,20 @@ def test_audit_detail():
         "revoked keys — · to team — · nodes (shared 1 · other 0)"
     assert audit_detail({"ids": list(range(15))}) == "ids 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 3 more"
     assert audit_detail({}) == "" and audit_detail(None) == ""
+    # times as the log's other times read, not ISO with microseconds
+    assert audit_detail({"requested_at": "2026-12-01T04:33:16.728801+00:00"}) == "requested at 2026-12-01 04:33 UTC"
+    assert audit_detail({"at": "2026-12-01T04:33"}) == "at 2026-12-01 04:33"
+    assert audit_detail({"note": "2026-12-01 is the day"}) == "note 2026-12-01 is the day"
+
+
+def test_a_long_audit_detail_can_be_read_whole(world, login):
+    from assets import audit
+
+    a = world["a"]
+    audit.record(actor=None, org=a.org, action="team.delete", object_type="team", object_id=1,
+                 detail={"moved": list(range(10)), "note": "x" * 300})
+    html = login(a.owner).get("/console/audit/").content.decode()
+    assert "<details><summary>" in html and "x" * 300 in html
 
 
 def test_the_pages_show_them_readably(world, login):
