@@ -7,20 +7,12 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from memory.cache import get_cache
 from teams.models import TeamMembership, TeamRole
 from tests.teams.invites import invite, sign_up
 
 from .helpers import approve, create_asset, weave
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    get_cache().drop()
-    yield
-    get_cache().drop()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_cache")]
 
 
 def test_an_invited_persons_address_is_not_in_an_agents_recall_or_versions(world, client_for):

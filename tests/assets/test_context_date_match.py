@@ -7,18 +7,10 @@ from __future__ import annotations
 import pytest
 
 from assets.context import NO_MATCH
-from memory.cache import get_cache
 
 from .helpers import weave
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    get_cache().drop()
-    yield
-    get_cache().drop()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_cache")]
 
 
 def test_the_memories_of_the_named_day_match_the_question(world, client_for):

@@ -5,18 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from memory.cache import get_cache
-
 from .helpers import weave
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    get_cache().drop()
-    yield
-    get_cache().drop()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_cache")]
 
 
 def test_the_question_asked_is_not_recalled_to_its_asker(world, client_for):
