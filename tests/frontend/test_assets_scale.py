@@ -25,7 +25,8 @@ def _bulk_assets(org_id: int, owner_id: int, team_id: int, n: int) -> None:
     with connection.cursor() as cur:
         cur.execute(
             """INSERT INTO assets_asset (org_id, owner_user_id, kind, title, summary, body, node_ids, visibility,
-                   status, version, content_hash, confidence, usage_count, promotion, created_at, updated_at)
+                   status, version, content_hash, confidence, usage_count, promotion, last_move_note, created_at,
+                   updated_at)
                SELECT %s, %s, (ARRAY['chat_memory','skill','wiki','persona','scenario'])[1 + g %% 5],
                       'Asset ' || g || CASE WHEN g %% 1000 = 7 THEN ' zanzibar' ELSE '' END, 'Bulk summary',
                       repeat('body text ', 200), '{}',
@@ -33,7 +34,7 @@ def _bulk_assets(org_id: int, owner_id: int, team_id: int, n: int) -> None:
                       CASE WHEN g %% 5000 = 0 THEN 'candidate'
                            ELSE (ARRAY['draft','approved','deprecated','archived'])[1 + g %% 4] END,
                       1, md5(g::text), 1, 0, CASE WHEN g %% 5000 = 0 THEN %s::jsonb ELSE '{}'::jsonb END,
-                      now(), now()
+                      '{}'::jsonb, now(), now()
                FROM generate_series(1, %s) AS g""",
             [org_id, owner_id, promotion, n],
         )
