@@ -57,7 +57,9 @@ class AssetOutput(serializers.Serializer):
     confidence = serializers.FloatField()
     usage_count = serializers.IntegerField()
     last_used_at = serializers.DateTimeField(allow_null=True)
-    promotion = serializers.DictField()
+    promotion = serializers.SerializerMethodField(help_text="A pending promotion: its target and who asked "
+                                                  "(requested_by; to agent keys an email-named person's "
+                                                  "local part).")
     approved_by_id = serializers.IntegerField(allow_null=True)
     approved_at = serializers.DateTimeField(allow_null=True)
     approved_version = serializers.IntegerField(allow_null=True, help_text=(
@@ -67,10 +69,24 @@ class AssetOutput(serializers.Serializer):
         "awaits review (candidate) or was sent back (draft); null when agents receive nothing from it."))
     pending_version = serializers.SerializerMethodField(help_text=(
         "A version newer than the served one, awaiting approval (or sent back to draft); null if none."))
-    last_move_note = serializers.DictField(help_text="The last lifecycle move's reason, when it gave one (from, "
-                                           "to, note, by, at): a rejected edit's, for its author.")
+    last_move_note = serializers.SerializerMethodField(help_text="The last lifecycle move's reason, when it gave "
+                                                       "one (from, to, note, by, at): a rejected edit's, for its "
+                                                       "author.")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+    def _for_agents(self, d: dict, key: str) -> dict:
+        from .context import label_for_agents
+
+        if self.context.get("for_agent") and isinstance(d.get(key), str):
+            return {**d, key: label_for_agents(d[key])}
+        return d
+
+    def get_promotion(self, a) -> dict:
+        return self._for_agents(a.promotion or {}, "requested_by")
+
+    def get_last_move_note(self, a) -> dict:
+        return self._for_agents(a.last_move_note or {}, "by")
 
     def get_served_version(self, a) -> int | None:
         return selectors.served_version(a)
@@ -117,7 +133,8 @@ class AssetListCreateApi(Api):
         # in its context: paginate() would serialise the rows as they are stored.
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(qs, request, view=self)
-        return paginator.get_paginated_response(AssetOutput(selectors.as_read_by(actor, page), many=True).data)
+        return paginator.get_paginated_response(AssetOutput(selectors.as_read_by(actor, page), many=True,
+                                                            context={"for_agent": actor.agent is not None}).data)
 
     @extend_schema(request=InputSerializer, responses={201: AssetOutput})
     def post(self, request):
@@ -150,7 +167,7 @@ class AssetDetailApi(Api):
 
         asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, as_served=True,
                                           request_id=self.request_id())
-        return Response(AssetOutput(asset).data)
+        return Response(AssetOutput(asset, context={"for_agent": request.actor.agent is not None}).data)
 
     @extend_schema(request=UpdateInput, responses={200: AssetOutput, 409: ErrorResponse})
     def patch(self, request, asset_id: int):
@@ -180,12 +197,9 @@ class AssetVersionOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
     def get_author_label(self, v) -> str:
-        from .context import name_without_address
+        from .context import label_for_agents
 
-        label = v.author_label
-        if self.context.get("for_agent") and label.startswith("user:"):
-            return "user:" + name_without_address(label[5:])
-        return label
+        return label_for_agents(v.author_label) if self.context.get("for_agent") else v.author_label
 
 
 class AssetVersionPage(CursorPage):

@@ -294,6 +294,12 @@ def name_without_address(name: str) -> str:
     return name.split("@", 1)[0] if "@" in name else name
 
 
+def label_for_agents(label: str) -> str:
+    """An actor label (``user:<username>``, ``agent:<name>``) as agents are shown it: a username that is
+    an email address by its local part (who resolved a conflict, who asked for a promotion)."""
+    return "user:" + name_without_address(label[5:]) if label.startswith("user:") else label
+
+
 MODEL_ANSWER = "model_answer"
 # What resonate_for gets for a query whose embedding failed: a vector it cannot use (the wrong
 # size), so it searches by words only and reports the embedder degraded (its ``_usable_vector``).

@@ -211,7 +211,7 @@ def tool_get(actor: Actor, *, type: str, id: int) -> dict:  # noqa: A002 - the t
             if not served:
                 raise ToolError(f"Asset {id} has no approved version: only approved versions are served.")
             asset = served[0]
-        return dict(AssetOutput(asset).data)
+        return dict(AssetOutput(asset, context={"for_agent": actor.agent is not None}).data)
     raise ToolError("type is 'memory' (or 'node') for a [memory N] line, or 'asset' for an [asset N] entry.")
 
 

@@ -31,9 +31,15 @@ class ConflictOutput(serializers.Serializer):
     node_a = ConflictNodeOutput()
     node_b = ConflictNodeOutput()
     kept_node_id = serializers.IntegerField(allow_null=True)
-    resolved_by = serializers.CharField()
+    resolved_by = serializers.SerializerMethodField(help_text="Who resolved it (an actor label); to agent keys a "
+                                                    "username that is an email address shows its local part.")
     resolved_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()
+
+    def get_resolved_by(self, c) -> str:
+        from assets.context import label_for_agents
+
+        return label_for_agents(c.resolved_by) if self.context.get("for_agent") else c.resolved_by
 
 
 class ConflictListApi(Api):
@@ -51,7 +57,7 @@ class ConflictListApi(Api):
         q = self.QueryInput(data=filter_params(request))
         q.is_valid(raise_exception=True)
         return paginate(self, conflicts.visible_conflicts(actor=request.actor).filter(**q.validated_data),
-                        ConflictOutput)
+                        ConflictOutput, context={"for_agent": request.actor.agent is not None})
 
 
 class ConflictResolveApi(Api):
@@ -74,7 +80,7 @@ class ConflictResolveApi(Api):
         c = conflicts.resolve(actor=request.actor, conflict=conflict, action=s.validated_data["action"],
                               keep_id=s.validated_data["keep"], request_id=self.request_id())
         c = conflicts.visible_conflicts(actor=request.actor).get(pk=c.pk)
-        return Response(ConflictOutput(c).data)
+        return Response(ConflictOutput(c, context={"for_agent": request.actor.agent is not None}).data)
 
 
 class BackgroundStatusApi(Api):

@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from teams.models import TeamMembership, TeamRole
 from tests.teams.invites import invite, sign_up
 
-from .helpers import approve, create_asset, weave
+from .helpers import create_asset, weave
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_cache")]
 
@@ -22,7 +22,7 @@ def test_an_invited_persons_address_is_not_in_an_agents_recall_or_versions(world
     assert dana.username == "dana@example.com"  # the premise
     TeamMembership.objects.create(org=a.org, team=a.team, user=dana, role=TeamRole.ADMIN)
     d = client_for(dana)
-    weave(d, "The Falcon launch is on May 10th.", visibility="org", session="falcon")  # no speaker given
+    first = weave(d, "The Falcon launch is on May 10th.", visibility="org", session="falcon")  # no speaker given
     agent = client_for(a.key)
     body = agent.post("/api/v1/context", {"query": "When is the Falcon launch?", "reinforce": False},
                       format="json").json()
@@ -32,11 +32,22 @@ def test_an_invited_persons_address_is_not_in_an_agents_recall_or_versions(world
     aid = create_asset(d, kind="skill", title="Launches", body="Launch on Tuesdays.", visibility="team",
                        team_id=a.team.id)["id"]
     assert d.post(f"/api/v1/assets/{aid}/transition", {"to": "candidate"}, format="json").status_code == 200
-    approve(d, aid)
+    r = d.post(f"/api/v1/assets/{aid}/transition", {"to": "approved", "note": "checked with ops"}, format="json")
+    assert r.status_code == 200, r.content
     r = d.post(f"/api/v1/agents/{a.agent.id}/bindings", {"asset_id": aid, "mode": "full"}, format="json")
     assert r.status_code == 201, r.content
     versions = agent.get(f"/api/v1/assets/{aid}/versions")
     assert versions.status_code == 200 and versions.json()["results"][0]["author_label"] == "user:dana"
     assert agent.get(f"/api/v1/assets/{aid}/versions/1").json()["author_label"] == "user:dana"
+    assert agent.get(f"/api/v1/assets/{aid}").json()["last_move_note"]["by"] == "user:dana"
+    # who resolved a conflict
+    from reflection.models import Conflict
+
+    other = weave(d, "The Falcon launch is on May 17th.", visibility="org", session="falcon-2")
+    conflict = Conflict.objects.create(org=a.org, node_a_id=first, node_b_id=other, reason="rescheduled",
+                                       detector="rule")
+    assert d.post(f"/api/v1/conflicts/{conflict.id}/resolve", {"action": "keep_both"}, format="json").status_code == 200
+    [shown] = [c for c in agent.get("/api/v1/conflicts?status=kept_both").json()["results"] if c["id"] == conflict.id]
+    assert shown["resolved_by"] == "user:dana"
     # people see who it was
     assert d.get(f"/api/v1/assets/{aid}/versions").json()["results"][0]["author_label"] == "user:dana@example.com"
