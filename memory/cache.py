@@ -30,10 +30,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import hashlib
-import itertools
 import logging
 import math
-import sys
 import threading
 import time
 import weakref
@@ -50,7 +48,7 @@ from django.db import connection, transaction
 from psycopg.types import TypeInfo
 
 from .engine import NodeRecord, TenantIndex
-from .engine.tokenize import tokenize
+from .engine.tokenize import stem_cache_info, tokenize
 from .engine.types import EdgeKind as EKind
 from .engine.types import NodeKind as NKind
 from .engine.types import Scope as EScope
@@ -59,8 +57,6 @@ from .models import EMBEDDING_DIM
 from .vector_adapters import register_vector_adapters
 
 log = logging.getLogger("nylon.cache")
-# The module, not the function that memory.engine may re-export under the same name.
-_tokenize_mod = sys.modules[tokenize.__module__]
 
 KIND = {"leaf": NKind.LEAF, "fact": NKind.FACT, "bridge": NKind.BRIDGE, "persona": NKind.PERSONA,
         "scene": NKind.SCENE}
@@ -303,37 +299,10 @@ FREQ_SAMPLE_MIN_ENTRIES = 8
 PRESSURE_WINDOW_SECS = 300.0
 # How long a measured size of the stem memo is used for the budget (it grows slowly, to its bound).
 STEM_SIZE_TTL_SECS = 10.0
-# What a stem memo entry costs when its strings cannot be sampled (two short str objects).
-_STEM_ENTRY_FALLBACK_BYTES = 2 * (sys.getsizeof("") + 8)
-
-
 def stem_cache_size() -> dict:
-    """Entries and estimated bytes of the tokenizer's process-wide stem memo.
-
-    ``memory.engine.tokenize`` exposes no size of its memo. A ``stem_cache_info()`` there (entries,
-    max_entries, bytes) is used when it exists; until then the memo dict is read by its module name
-    (``_STEM_CACHE``, ``_STEM_CACHE_MAX``), and when those are gone the answer says ``unavailable``
-    and counts 0 bytes, so a change in that module shows here instead of silently counting nothing.
-    Bytes: the dict's table plus its key and value strings, sized on a sample of entries (the values
-    may be shared with index vocabularies: an upper estimate)."""
-    info = getattr(_tokenize_mod, "stem_cache_info", None)
-    if callable(info):
-        out = dict(info())
-        out.setdefault("status", "ok")
-        return out
-    memo = getattr(_tokenize_mod, "_STEM_CACHE", None)
-    if not isinstance(memo, dict):
-        return {"status": "unavailable", "entries": None, "max_entries": None, "bytes": 0,
-                "detail": "memory.engine.tokenize has no stem_cache_info() or _STEM_CACHE dict"}
-    entries = len(memo)
-    try:  # another thread may be filling or clearing it: then the fallback estimate
-        sample = list(itertools.islice(iter(memo.items()), 64))  # not a copy of every entry
-        per_entry = (sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in sample) / len(sample)
-                     if sample else _STEM_ENTRY_FALLBACK_BYTES)
-    except RuntimeError:
-        per_entry = _STEM_ENTRY_FALLBACK_BYTES
-    return {"status": "ok", "entries": entries, "max_entries": getattr(_tokenize_mod, "_STEM_CACHE_MAX", None),
-            "bytes": int(sys.getsizeof(memo) + entries * per_entry)}
+    """Entries and bytes of the tokenizer's process-wide stem memo (``stem_cache_info``, counted as
+    entries go in), with a status for ``info``/``health``."""
+    return {"status": "ok", **stem_cache_info()}
 
 
 class EngineCache:
@@ -821,8 +790,7 @@ class EngineCache:
     def health(self) -> dict:
         """A /healthz check of this process's cache: ``info`` with a status, degraded while the
         orgs in use need more than the cap (an org refused or rebuilt within the window): requests
-        are then served from Postgres (slower, one hop of diffusion) or wait for rebuilds. The stem
-        memo's size not being readable is shown, not degraded: the cap is then only the indexes'."""
+        are then served from Postgres (slower, one hop of diffusion) or wait for rebuilds."""
         out = info = self.info()
         pressure = info["pressure"]
         reasons = []
@@ -835,9 +803,6 @@ class EngineCache:
             out = {"status": "degraded", "detail": (
                 f"the orgs in use need ~{pressure['working_set_bytes']} bytes, over NYLON_CACHE_MAX_BYTES "
                 f"({self.max_bytes}): " + "; ".join(reasons) + f" in the last {PRESSURE_WINDOW_SECS:.0f} s"), **info}
-        if info["stem_cache"]["status"] != "ok":
-            out = {**out, "detail": "; ".join(filter(None, [out.get("detail"), "stem cache size unavailable: "
-                                                              + info["stem_cache"].get("detail", "")]))}
         return out
 
     def _build_in_background(self, org_id: int) -> None:

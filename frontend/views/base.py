@@ -45,7 +45,6 @@ def js_strings() -> dict[str, str]:
         "live": _("live"),
         "disconnected": _("disconnected"),
         "graph_stats": _("%(nodes)s nodes, %(edges)s edges"),
-        "revoke_confirm": _("Revoke this access?"),
     }
 
 

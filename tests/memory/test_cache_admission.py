@@ -204,8 +204,6 @@ def test_stem_cache_is_reported_and_counted_against_the_cap():
     from memory.engine.tokenize import tokenize
 
     before = stem_cache_size()
-    # If the tokenizer's memo moved, the cache says so (health detail, 0 bytes counted), and this
-    # fails: memory.engine.tokenize then needs a stem_cache_info() -> {entries, max_entries, bytes}.
     assert before["status"] == "ok", before
     tokenize(" ".join(f"zqadmission{i}word" for i in range(50)))  # 50 words the memo has not seen
     after = stem_cache_size()
