@@ -195,6 +195,9 @@ class AssetVersionOutput(serializers.Serializer):
                                                      "agent:<name>); to agent keys a name that is an email "
                                                      "address shows its local part only.")
     created_at = serializers.DateTimeField()
+    approved_at = serializers.DateTimeField(allow_null=True, help_text=(
+        "When an approver approved this version's text; null if it never was (a draft, an edit awaiting "
+        "review or sent back)."))
 
     def get_author_label(self, v) -> str:
         from .context import label_for_agents
@@ -215,11 +218,9 @@ class AssetVersionPage(CursorPage):
 
 def _versions_read_by(actor, asset):
     """The versions of ``asset`` (as ``access_asset_by_id(..., as_served=True)`` gave it) this reader may
-    read: for an agent that does not own it, none newer than the served one, which awaits review."""
-    qs = AssetVersion.objects.filter(org=actor.org, asset=asset)
-    if selectors.reads_served(actor, asset):
-        qs = qs.filter(version__lte=asset.approved_version)
-    return qs
+    read: for an agent that does not own it, the approved ones up to the served one (not the edit awaiting
+    review, nor one that was sent back)."""
+    return selectors.versions_read_by(actor, asset, AssetVersion.objects.filter(org=actor.org, asset=asset))
 
 
 class AssetVersionListApi(Api):
@@ -228,7 +229,8 @@ class AssetVersionListApi(Api):
     @extend_schema(responses=AssetVersionOutput(many=True))
     def get(self, request, asset_id: int):
         """Pages the asset's versions, newest first (at most 50 a page: each carries its full body). Readers
-        of the asset; an agent key, for an asset it does not own, only up to the version it is served."""
+        of the asset; an agent key, for an asset it does not own, only the approved versions up to the one it
+        is served."""
 
         asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, as_served=True,
                                           request_id=self.request_id())
@@ -240,7 +242,7 @@ class AssetVersionDetailApi(Api):
     @extend_schema(responses=AssetVersionOutput)
     def get(self, request, asset_id: int, version: int):
         """One version of the asset, for readers of the asset; 404 for a version it never had (and, for an agent
-        key and an asset it does not own, for one newer than the version it is served)."""
+        key and an asset it does not own, for one newer than the version it is served or never approved)."""
 
         asset = access.access_asset_by_id(request.actor, asset_id, for_write=False, as_served=True,
                                           request_id=self.request_id())

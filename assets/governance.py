@@ -15,7 +15,7 @@ from teams.auth import Actor
 
 from .access import node_writable, readable_assets
 from .models import AccessGrant, AssetVersion, ObjectType
-from .selectors import as_read_by, reads_served, served_to_q
+from .selectors import as_read_by, served_to_q, versions_read_by
 
 
 def node_governance(*, actor: Actor, node: Node) -> dict:
@@ -33,9 +33,7 @@ def node_governance(*, actor: Actor, node: Node) -> dict:
     for asset in as_read_by(actor, found):
         if node.id not in asset.node_ids:  # only the version awaiting review holds this memory
             continue
-        rows = AssetVersion.objects.filter(asset=asset)
-        if reads_served(actor, asset):
-            rows = rows.filter(version__lte=asset.version)
+        rows = versions_read_by(actor, asset, AssetVersion.objects.filter(asset=asset))
         versions = list(rows.order_by("-version").values("version", "content_hash", "created_at")[:10])
         assets.append({"id": asset.id, "kind": asset.kind, "title": asset.title, "status": asset.status,
                        "version": asset.version, "versions": versions})

@@ -165,6 +165,10 @@ class AssetVersion(models.Model):
     content_hash = models.CharField(max_length=64)
     author_label = models.CharField(max_length=255, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+    # When an approver approved this version's text (None: never approved, e.g. a rejected edit). An
+    # agent reads an asset's history up to the served version, and only the versions approved in it:
+    # "not newer than the served one" alone let it read an edit that was sent back.
+    approved_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["asset", "version"], name="asset_version_unique")]

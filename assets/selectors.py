@@ -72,6 +72,15 @@ def reads_served(actor: Actor, asset: Asset) -> bool:
     return actor.agent is not None and asset.owner_agent_id != actor.agent.id
 
 
+def versions_read_by(actor: Actor, asset: Asset, versions):
+    """``versions`` (a queryset of the asset's versions) narrowed to what this reader may read: an agent
+    reading the asset as served (``reads_served``) gets the approved versions up to the served one; a
+    rejected edit older than it was never served and is not history it should build on."""
+    if not reads_served(actor, asset):
+        return versions
+    return versions.filter(version__lte=asset.version, approved_at__isnull=False)
+
+
 def served_to_q(actor: Actor) -> Q:
     """SQL: the assets this reader is given anything of: for an agent, its own and those with a served
     version (the listing's twin of ``as_read_by`` leaving an asset out); for a person, all."""

@@ -110,11 +110,11 @@ def _check_create_scope(actor: Actor, visibility: str, team: Team | None) -> Non
             raise ValidationError({"team_id": ["You are not a member of this team."]})
 
 
-def _version_row(asset: Asset, actor: Actor) -> AssetVersion:
+def _version_row(asset: Asset, actor: Actor, *, approved_at=None) -> AssetVersion:
     return AssetVersion.objects.create(
         org=asset.org, asset=asset, version=asset.version, title=asset.title, summary=asset.summary,
         body=asset.body, node_ids=asset.node_ids, content_hash=asset.content_hash,
-        author_label=actor.label[:255] if actor else "system",
+        author_label=actor.label[:255] if actor else "system", approved_at=approved_at,
     )
 
 
@@ -200,7 +200,8 @@ def asset_update(*, actor: Actor, asset: Asset, data: dict, expected_version: in
     if versioned or changed_meta:
         asset.save()
         if versioned:
-            _version_row(asset, actor)
+            _version_row(asset, actor, approved_at=asset.approved_at if review.get("review") == "approved_by_editor"
+                         else None)
         audit.record(actor=actor, action="asset.update", object_type="asset", object_id=asset.id,
                      detail={"version": asset.version, "new_version": versioned, **changed_meta, **review},
                      request_id=request_id)
@@ -360,6 +361,7 @@ def asset_transition(*, actor: Actor, asset: Asset, to: str, expected_version: i
         detail["version"] = asset.version
         detail["previously_served_version"] = asset.approved_version
         asset.approved_version = asset.version
+        AssetVersion.objects.filter(asset=asset, version=asset.version).update(approved_at=asset.approved_at)
     elif to == AssetStatus.DRAFT and asset.promotion:
         detail["rejected_promotion"] = asset.promotion
         asset.promotion = {}

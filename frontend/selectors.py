@@ -485,7 +485,7 @@ def asset_versions(*, actor: Actor, asset) -> list:
     from assets.models import AssetVersion
 
     return list(AssetVersion.objects.filter(org=actor.org, asset=asset)
-                .only("id", "version", "title", "content_hash", "author_label", "created_at")
+                .only("id", "version", "title", "content_hash", "author_label", "created_at", "approved_at")
                 .order_by("-version")[:ASSET_VERSIONS_SHOWN])
 
 
