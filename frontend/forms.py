@@ -119,10 +119,15 @@ class MemberAddForm(forms.Form):
 
 
 class InviteSignupForm(forms.Form):
-    """The password of a new account made from an invitation. Only the two entries are compared
-    here: the password validators run in the service (``teams.services.invitation_signup``),
-    whose refusals land on ``password``."""
+    """The name and password of a new account made from an invitation. Only the two password
+    entries are compared here: the name and password rules run in the service
+    (``teams.services.invitation_signup``), whose refusals land on their fields. The name comes
+    filled in from the email (a blank one is derived the same way)."""
 
+    username = forms.CharField(label=_("Your name"), required=False, max_length=150,
+                               help_text=_("What your teammates and their agents see; you sign in with it "
+                                           "or with your email."),
+                               widget=forms.TextInput(attrs={"autocomplete": "username"}))
     password = forms.CharField(label=_("Password"), strip=False, max_length=4096,
                                widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}))
     password_again = forms.CharField(label=_("Password (again)"), strip=False, max_length=4096,

@@ -241,6 +241,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / ".nylon" / "static"
 LOGIN_URL = "/login/"
+# The console's sign-in takes an account's name or its email (invitees choose a name at sign-up).
+AUTHENTICATION_BACKENDS = ["teams.backends.NameOrEmailBackend"]
 # Failed console sign-ins per account name and client address in 15 minutes (ten times as many per
 # address), then 429 (frontend.views.account.LoginView).
 NYLON_LOGIN_FAILURES = env_int("NYLON_LOGIN_FAILURES", 10)

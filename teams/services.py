@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 from dataclasses import asdict, dataclass
 from datetime import timedelta
@@ -90,8 +91,8 @@ def organization_create_for_email(*, name: str, owner_email: str, base_url: str,
     except DjangoValidationError:
         errors["owner_email"] = ["Enter a valid email address."]
     else:
-        if len(owner_email) > _max_username_length():
-            errors["owner_email"] = [f"Ensure this email has at most {_max_username_length()} characters."]
+        if len(owner_email) > _max_email_length():
+            errors["owner_email"] = [f"Ensure this email has at most {_max_email_length()} characters."]
     if slug is not None and (not slug or slug != slugify(slug) or len(slug) > 80):
         errors["slug"] = ["Use lower-case letters, digits, hyphens and underscores (at most 80)."]
     if errors:
@@ -426,6 +427,11 @@ def _max_username_length() -> int:
     return User._meta.get_field(User.USERNAME_FIELD).max_length or 150
 
 
+def _max_email_length() -> int:
+    # what both the invitation and the account it makes can hold
+    return min(Invitation._meta.get_field("email").max_length, User._meta.get_field("email").max_length)
+
+
 @transaction.atomic
 def member_invite(*, actor: Actor, email: str, role: str, base_url: str,
                   request_id: str = "") -> tuple[Invitation, str | None]:
@@ -444,9 +450,8 @@ def member_invite(*, actor: Actor, email: str, role: str, base_url: str,
     passes it on."""
     _check_role_change(actor, old=None, new=role)
     email = email.strip()
-    # A new account's username is the email (``_user_for_new_email``): a format rule, refused for
-    # every email alike so it tells nothing about accounts.
-    max_len = _max_username_length()
+    # A format rule, refused for every email alike so it tells nothing about accounts.
+    max_len = _max_email_length()
     if len(email) > max_len:
         raise ValidationError({"email": [f"Ensure this email has at most {max_len} characters."]})
     # The org row lock serialises the org's invitations (and role changes, ``_lock_membership``):
@@ -624,21 +629,63 @@ def invitation_accept(*, invitation: Invitation, user, request_id: str = "") -> 
 
 
 @transaction.atomic
-def invitation_signup(*, invitation: Invitation, password: str, request_id: str = ""):
-    """The invitee has no account: creates one (username and email = the invited email, in lower
-    case) with ``password`` and accepts. Returns the user and the membership. A password the
-    validators refuse is a 400 on ``password``, with nothing written."""
+def invitation_signup(*, invitation: Invitation, password: str, username: str = "", request_id: str = ""):
+    """The invitee has no account: creates one with the invited email (in lower case), the name
+    ``username`` and ``password``, and accepts. Returns the user and the membership. A blank name
+    is derived from the email's local part (``suggested_username``). The name is what teammates
+    and agents see (recall lines, version authors), so it may not be an address; the account
+    signs in with either. A name or password the validators refuse is a 400 on that field, with
+    nothing written."""
     invitation = _lock_open_invitation(invitation)
     email = invitation.email.strip().lower()
     if User.objects.filter(email__iexact=email).exists():
         raise ValidationError({"email": ["An account with this email exists: sign in to accept."]})
+    username = _check_new_username(username.strip()) if username.strip() else suggested_username(email)
     try:
-        password_validation.validate_password(password, user=User(**{User.USERNAME_FIELD: email, "email": email}))
+        password_validation.validate_password(password, user=User(username=username, email=email))
     except DjangoValidationError as exc:
         raise ValidationError({"password": list(exc.messages)}) from None
-    user = _user_for_new_email(email, password=password)
+    try:
+        with transaction.atomic():
+            user = User.objects.create_user(username=username, email=email, password=password)
+    except IntegrityError:  # the name was taken between the check and the insert
+        raise ValidationError({"username": ["This name is taken; choose another."]}) from None
     membership, _ = _accept(invitation, user, request_id=request_id)
     return user, membership
+
+
+def _username_taken(name: str) -> bool:
+    # iexact: a look-alike of an existing name ("Ana" next to "ana") would be confused with it.
+    return User.objects.filter(username__iexact=name).exists()
+
+
+def _check_new_username(name: str) -> str:
+    errors = []
+    if "@" in name:
+        errors.append("A name, not an email address: your teammates and their agents see it.")
+    elif len(name) > _max_username_length():
+        errors.append(f"Ensure this name has at most {_max_username_length()} characters.")
+    else:
+        try:
+            User.username_validator(name)
+        except DjangoValidationError as exc:
+            errors.extend(exc.messages)
+    if not errors and _username_taken(name):
+        errors.append("This name is taken; choose another.")
+    if errors:
+        raise ValidationError({"username": errors})
+    return name
+
+
+def suggested_username(email: str) -> str:
+    """A free name for a new account from its email's local part ("dana.lee@x.io" → "dana.lee",
+    then "dana.lee-2", …): what the sign-up form offers, and what a blank name becomes."""
+    base = re.sub(r"[^\w.+-]", "", email.split("@", 1)[0].lower())[:_max_username_length() - 8] or "member"
+    name, n = base, 1
+    while _username_taken(name):
+        n += 1
+        name = f"{base}-{n}"
+    return name
 
 
 @transaction.atomic
@@ -651,26 +698,6 @@ def invitation_decline(*, invitation: Invitation, user, request_id: str = "") ->
                  object_type="invitation", object_id=invitation.id, detail={"user_id": user.id},
                  request_id=request_id)
     return invitation
-
-
-def _user_for_new_email(email: str, *, password: str):
-    """A new account whose username is the email. Refused (400, nothing written: the caller's
-    transaction rolls back) when that username is taken by an account with another email, or
-    does not fit the username column: create_user would fail with an IntegrityError (a 500)."""
-    username = email.lower()
-    max_len = _max_username_length()
-    if len(username) > max_len:
-        raise ValidationError({"email": [f"Ensure this email has at most {max_len} characters."]})
-    taken = ["An account with this name exists under another email; this email cannot sign up. "
-             "Ask the admin who invited you to invite that account's email."]
-    # iexact: a look-alike of an existing name ("Ana@x.io" next to "ana@x.io") is refused as well.
-    if User.objects.filter(**{f"{User.USERNAME_FIELD}__iexact": username}).exists():
-        raise ValidationError({"email": taken})
-    try:
-        with transaction.atomic():
-            return User.objects.create_user(username=username, email=username, password=password)
-    except IntegrityError:  # created concurrently between the check and the insert
-        raise ValidationError({"email": taken}) from None
 
 
 def _lock_membership(membership: Membership) -> Membership:

@@ -50,8 +50,9 @@ def _joined(request, invitation, membership, *, created: bool):
     # switcher would make it); their other sessions keep theirs (teams.auth.resolve_user_org).
     request.session[SESSION_ORG_KEY] = invitation.org.slug
     if created:
-        messages.success(request, _("You joined %(org)s as %(role)s.") % {
-            "org": invitation.org.name, "role": membership.get_role_display()})
+        messages.success(request, _("Welcome, %(name)s: you joined %(org)s as %(role)s.") % {
+            "org": invitation.org.name, "role": membership.get_role_display(),
+            "name": membership.user.get_username()})
     else:
         messages.success(request, _("You are already a member of %(org)s.") % {"org": invitation.org.name})
     return redirect("frontend:dashboard")
@@ -89,11 +90,13 @@ def invite(request, token: str):
 
 
 def _signup(request, invitation):
-    form = InviteSignupForm(request.POST if request.method == "POST" else None)
+    form = InviteSignupForm(request.POST if request.method == "POST" else None,
+                            initial={"username": services.suggested_username(invitation.email.strip())})
     if form.is_bound and form.is_valid():
         try:
             user, membership = services.invitation_signup(invitation=invitation,
                                                           password=form.cleaned_data["password"],
+                                                          username=form.cleaned_data["username"],
                                                           request_id=request_id(request))
         except services.InvitationClosed as exc:
             return _closed(request, invitation, exc.status)

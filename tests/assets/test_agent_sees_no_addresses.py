@@ -1,14 +1,13 @@
-"""People who joined by invitation are named by their email address. Agents are not handed addresses
+"""People who joined by invitation before invitees chose a name are named by their email address. Agents are not handed addresses
 (the members API gives them none): not in recall lines either, which go into prompts, nor in an
 asset's version authors."""
 
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from teams.models import TeamMembership, TeamRole
-from tests.teams.invites import invite, sign_up
+from tests.teams.invites import legacy_member
 
 from .helpers import create_asset, weave
 
@@ -17,9 +16,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_cache")]
 
 def test_an_invited_persons_address_is_not_in_an_agents_recall_or_versions(world, client_for):
     a = world["a"]
-    sign_up(invite(client_for(a.admin), "dana@example.com")["invite_url"])
-    dana = get_user_model().objects.get(email="dana@example.com")
-    assert dana.username == "dana@example.com"  # the premise
+    dana = legacy_member(a.org, "dana@example.com")
     TeamMembership.objects.create(org=a.org, team=a.team, user=dana, role=TeamRole.ADMIN)
     d = client_for(dana)
     first = weave(d, "The Falcon launch is on May 10th.", visibility="org", session="falcon")  # no speaker given

@@ -39,6 +39,18 @@ def sign_up(url: str, password: str = PASSWORD) -> Client:
     return c
 
 
+def legacy_member(org, email: str, role: str = "member"):
+    """An account as invitations made them before invitees chose a name: named by its email
+    address (such accounts stay in databases that were used before)."""
+    from django.contrib.auth import get_user_model
+
+    from teams.models import Membership
+
+    user = get_user_model().objects.create_user(email, email, PASSWORD)
+    Membership.objects.create(org=org, user=user, role=role)
+    return user
+
+
 def refuse_smtp(settings) -> None:
     """Mail configured, but to a port nothing listens on: every send is refused."""
     with socket.socket() as s:

@@ -60,7 +60,7 @@ def test_a_new_email_gets_an_org_it_owns_by_setting_a_password(client_for):
 
     actions = list(AuditEvent.objects.filter(org=org).order_by("id").values_list("action", "actor_label"))
     assert actions[:2] == [("org.create", "system"), ("member.invite", "system")]
-    assert ("member.invite_accept", "user:ana@acme.io") in actions
+    assert ("member.invite_accept", "user:ana") in actions
 
 
 def test_an_existing_account_signs_in_and_accepts(world):

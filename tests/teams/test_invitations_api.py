@@ -101,7 +101,7 @@ def test_reinvite_revokes_the_old_link_and_issues_a_new_one(world, client_for):
     anon = client_for(None)
     assert anon.get(link_path(first["invite_url"])).status_code == 410
     sign_up(second["invite_url"])
-    assert Membership.objects.get(org=a.org, user__username="new@example.com").role == Role.ADMIN
+    assert Membership.objects.get(org=a.org, user__email="new@example.com").role == Role.ADMIN
     # Now a member: inviting again is refused.
     r = c.post("/api/v1/members", {"email": "new@example.com"}, format="json")
     assert r.status_code == 400 and r.json()["error"]["fields"] == {"email": ["Already a member."]}
