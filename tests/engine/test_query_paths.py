@@ -1,0 +1,148 @@
+"""The engine's faster query paths against plain restatements of what they replace: BM25 sums in
+query order (bit for bit), the top-k cut, the session scores. Results must not move by a bit, so
+these compare exactly, not approximately."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from memory.engine import BM25Index, NodeRecord, Scope, TenantIndex
+from memory.engine.bm25 import _topk
+from memory.engine.ranking import kth_largest
+from memory.engine.resonance import _session_scores
+
+
+def _zipf_docs(rng: np.random.Generator, n: int, vocab: int) -> list[list[str]]:
+    p = 1.0 / (np.arange(1, vocab + 1) + 2.0)
+    p /= p.sum()
+    return [[f"t{x}" for x in rng.choice(vocab, size=int(rng.integers(1, 40)), p=p)] for _ in range(n)]
+
+
+def _sequential_scores(docs, query, weights, allowed, k1=1.2, b=0.75):
+    """Per-document BM25 summed term by term in query order, each term's part computed as
+    ``(w * idf * (k1 + 1)) * tf / (tf + norm)`` in float64: the order and grouping of the
+    engine's float operations, so equal to its scores bit for bit."""
+    live = [i for i, d in enumerate(docs) if d is not None and (allowed is None or allowed[i])]
+    n = len(live)
+    avgdl = float(sum(len(docs[i]) for i in live)) / n
+    scores = np.zeros(len(docs))
+    counts = np.zeros(len(docs), dtype=np.int64)
+    for term in dict.fromkeys(query):
+        df = sum(1 for i in live if term in docs[i])
+        if df == 0:
+            continue
+        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        c = (weights.get(term, 1.0) * idf * (k1 + 1.0))
+        for i, d in enumerate(docs):  # hidden documents are summed too, then dropped
+            if d is None or term not in d:
+                continue
+            tf = float(d.count(term))
+            norm = (k1 * (1.0 - b)) + (k1 * b / max(avgdl, 1e-9)) * len(d)
+            scores[i] = scores[i] + c * tf / (tf + norm)
+            counts[i] += 1
+    keep = [i for i in live if counts[i]]
+    return np.asarray(keep, dtype=np.int64), scores[keep], counts[keep]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bm25_scores_sum_terms_in_query_order_bit_for_bit(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    docs: list[list[str] | None] = list(_zipf_docs(rng, 500, 80))
+    idx = BM25Index()
+    for i, d in enumerate(docs):
+        idx.add(i, d)
+    for i in range(0, 500, 7):  # rewritten documents leave dead slots behind
+        docs[i] = _zipf_docs(rng, 1, 80)[0]
+        idx.add(i, docs[i])
+    for i in range(3, 500, 41):
+        docs[i] = None
+        idx.remove(i)
+    mask = rng.random(500) < 0.7
+    for _ in range(25):
+        q = [f"t{x}" for x in rng.integers(0, 90, int(rng.integers(1, 7)))]  # some unknown terms
+        extra = [f"t{x}" for x in rng.integers(0, 80, 10)]
+        weights = dict.fromkeys(extra, 0.3)
+        for query, w in ((q, {}), (q + extra, weights)):  # the second continues the first
+            got = idx.query(query, mask, w or None)
+            locs, scores, counts = _sequential_scores(docs, query, w, mask)
+            np.testing.assert_array_equal(got.locals, locs)
+            np.testing.assert_array_equal(got.scores, scores)  # bit for bit
+            np.testing.assert_array_equal(got.matches, counts)
+            assert got.matches.dtype == np.int32
+
+
+def _reference_cut(values: np.ndarray, k: int) -> float:
+    return values[np.argpartition(-values, k - 1)[:k]].min()
+
+
+def test_kth_largest_equals_a_full_partition() -> None:
+    rng = np.random.default_rng(5)
+    for it in range(3000):
+        n = int(rng.integers(1, 6000))
+        k = int(rng.integers(1, min(n, 120) + 1))
+        shape = it % 7
+        if shape == 0:
+            v = rng.random(n)
+        elif shape == 1:  # ascending: the strided sample sees the largest values
+            v = np.sort(rng.gamma(2.0, 1.0, n))
+        elif shape == 2:
+            v = np.sort(rng.random(n))[::-1].copy()
+        elif shape == 3:  # heavy ties around the cut
+            v = rng.integers(0, 4, n).astype(np.float64)
+        elif shape == 4:
+            v = np.full(n, 2.5)
+        elif shape == 5:  # a few large values hiding between the sample's strides
+            v = rng.random(n) * 1e-3
+            v[rng.integers(0, n, 3)] = 10.0
+        else:
+            v = rng.random(n)
+            v[rng.random(n) < 0.3] = np.nan
+        want, got = _reference_cut(v, k), kth_largest(v, k)
+        assert want == got or (np.isnan(want) and np.isnan(got)), (shape, n, k)
+
+
+def test_topk_equals_a_full_sort() -> None:
+    rng = np.random.default_rng(6)
+    for _ in range(300):
+        n = int(rng.integers(1, 5000))
+        ids = rng.permutation(10 * n)[:n].astype(np.int64)
+        scores = np.round(rng.gamma(2.0, 1.0, n), int(rng.integers(1, 4)))  # ties, broken by id
+        k = int(rng.integers(1, 40))
+        got_ids, got_sc = _topk(ids, scores, k)
+        order = np.lexsort((ids, -scores))[:k]
+        np.testing.assert_array_equal(got_ids, ids[order])
+        np.testing.assert_array_equal(got_sc, scores[order])
+
+
+def test_session_scores_equal_a_per_session_loop() -> None:
+    rng = np.random.default_rng(7)
+    idx = TenantIndex(4)
+    recs = []
+    for i in range(600):
+        sess = int(rng.integers(0, 40))  # 0: written without a session
+        recs.append(NodeRecord(node_id=i + 1, text=" ".join(f"w{x}" for x in rng.integers(0, 30, 6)),
+                               scope=Scope.ORG, session_key=sess * 7919, seq=i))
+    idx.upsert_nodes(recs)
+    vis = rng.random(600) < 0.8
+    skey = idx.col("session_key")
+    for _ in range(20):
+        bm = idx.bm25.query([f"w{x}" for x in rng.integers(0, 30, 3)], vis)
+        cand = np.unique(rng.integers(0, 600, 80)).astype(np.int64)
+        top = int(rng.integers(1, 5))
+        got = _session_scores(idx, cand, bm, top)
+        by_session: dict[int, list[float]] = {}
+        for loc, sc in zip(bm.locals.tolist(), bm.scores.tolist(), strict=True):
+            by_session.setdefault(int(skey[loc]), []).append(sc)
+        for c, g in zip(cand.tolist(), got.tolist(), strict=True):
+            s = int(skey[c])
+            if s == 0:
+                own = bm.scores[bm.locals == c]
+                want = float(own[0]) if own.size else math.nan
+            elif s in by_session:
+                want = float(np.sum(sorted(by_session[s], reverse=True)[:top]))
+            else:
+                want = math.nan
+            assert (math.isnan(want) and math.isnan(g)) or math.isclose(g, want, rel_tol=1e-12), (c, g, want)
