@@ -146,6 +146,17 @@ def fuse_seeds(
     context-window lexical list, each weighted (w_lex, w_vec, w_win). ``raw`` returns the
     un-normalised fused score instead of the floored activation.
     """
+    ids, fused = _fused(lex_ids, lex_scores, vec_ids, vec_scores, params, win_ids, win_scores, extra)
+    if ids.size == 0:
+        return ids, fused
+    if raw:
+        order = np.lexsort((ids, -fused))
+        return ids[order], fused[order]
+    return _seed_activation(ids, fused, params)
+
+
+def _fused(lex_ids, lex_scores, vec_ids, vec_scores, params, win_ids=None, win_scores=None, extra=()):
+    """``fuse_seeds``' fused score of every id of the channels, ids ascending."""
     if win_ids is None:
         win_ids = np.empty(0, np.int64)
         win_scores = np.empty(0, np.float64)
@@ -175,9 +186,13 @@ def fuse_seeds(
                 fused[np.searchsorted(ids, ch_ids)] += wt * norm
     else:
         raise ValueError(f"unknown fusion {params.fusion!r}")
-    if raw:
-        order = np.lexsort((ids, -fused))
-        return ids[order], fused[order]
+    return ids, fused
+
+
+def _seed_activation(ids: np.ndarray, fused: np.ndarray, params: ResonateParams) -> tuple[np.ndarray, np.ndarray]:
+    """Seeds best first with their activation in (0, 1] from ``_fused``'s scores."""
+    if ids.size == 0:
+        return ids, fused
     top = fused.max()
     act = fused / top if top > 0 else np.ones_like(fused)
     act = np.maximum(act, params.seed_floor)
@@ -264,7 +279,9 @@ def resonate(
         if d_ids.size:
             extra += ((d_ids, d_sc, params.w_date),)
             date_rank = {int(x): r for r, x in enumerate(d_ids.tolist(), 1)}
-    seed_l, seed_a = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc, extra=extra)
+    # One fusion serves the seeds and the final ranking's channel term (``_rank_final``).
+    fused_all = _fused(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc, extra)
+    seed_l, seed_a = _seed_activation(*fused_all, params)
     lex_rank = {int(x): r for r, x in enumerate(lex_ids.tolist(), 1)}
     vec_rank = {int(x): r for r, x in enumerate(vec_ids.tolist(), 1)}
     node_id_col = index.col("node_id")
@@ -296,10 +313,7 @@ def resonate(
     cos = np.full(cand.size, np.nan)
     final = score
     if params.final == "rank" and cand.size:
-        final, cos = _rank_final(
-            index, cand, score, qvec, params, (lex_ids, lex_sc, vec_ids, vec_sc, win_ids, win_sc), vis,
-            extra=extra,
-        )
+        final, cos = _rank_final(index, cand, score, qvec, params, fused_all, vis)
         if params.w_rank_sess > 0:
             final = final + params.w_rank_sess * _rr(_session_scores(index, cand, bm, params.sess_top), params.rrf_k, cand)
         if params.w_own > 0:
@@ -483,7 +497,10 @@ def _session_scores(index, cand, bm, top):
     s = skey[bm.locals]
     # Only the candidates' sessions are scored: sort the turns of those (a few dozen sessions)
     # rather than every turn the query's terms touched (tens of thousands in a large tenant).
-    mine = np.isin(s, np.unique(cs[cs != 0]))
+    # Membership by binary search in the few candidate sessions: np.isin compared every turn with
+    # each of them in turn.
+    want = np.unique(cs[cs != 0])
+    mine = want[np.minimum(np.searchsorted(want, s), want.size - 1)] == s
     s, sc = s[mine], bm.scores[mine]
     if s.size == 0:
         return out
@@ -574,7 +591,7 @@ def _query_speakers(index, query_text, vis):
     ents = extract_entities(query_text or "") if index.speakers else []
     if not ents:
         return []
-    seen = set(np.unique(index.col("speaker_id")[vis]).tolist())
+    seen = set(np.flatnonzero(np.bincount(index.col("speaker_id")[vis])).tolist())  # speaker ids are small
     known = [name for name, sid in index.speakers.items() if sid in seen]
     ids = {index.speakers.get(canonical_entity(e.lower(), known), 0) for e in ents}
     ids &= seen
@@ -626,12 +643,10 @@ def _diversify(index, cand, final, order, k, params):
     return np.asarray(taken + rest + order[len(pool):].tolist(), dtype=np.int64)
 
 
-def _rank_final(index, cand, score, qvec, params, lists, vis, extra=()):
-    """Reciprocal-rank fusion of the seed channels with diffusion score and cosine ranks."""
-    lex_ids, lex_sc, vec_ids, vec_sc, win_ids, win_sc = lists
-    ids, fused = fuse_seeds(lex_ids, lex_sc, vec_ids, vec_sc, params, win_ids, win_sc, raw=True, extra=extra)
-    order = np.argsort(ids)
-    ids, fused = ids[order], fused[order]
+def _rank_final(index, cand, score, qvec, params, fused_all, vis):
+    """Reciprocal-rank fusion of the seed channels (``_fused``: ids ascending, fused scores) with
+    diffusion score and cosine ranks."""
+    ids, fused = fused_all
     final = np.zeros(cand.size, dtype=np.float64)
     if ids.size:
         pos = np.minimum(np.searchsorted(ids, cand), ids.size - 1)
