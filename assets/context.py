@@ -613,6 +613,10 @@ class Recalled:
     derived: str = ""
     matched: bool = False
     folded: list[int] = field(default_factory=list)
+    # The score the list shows: the engine's, capped at the one above it where the recall moved this
+    # memory down (a model's answer under the statements it restates), so the list is in score order
+    # and a client that sorts by score keeps the recall's order.
+    shown_score: float | None = None
 
     @property
     def node_id(self) -> int:
@@ -627,7 +631,8 @@ class Recalled:
         return self.hit.score
 
     def as_item(self) -> dict:
-        return {"node_id": self.node_id, "score": round(self.score, 6), "text": self.text,
+        score = self.score if self.shown_score is None else self.shown_score
+        return {"node_id": self.node_id, "score": round(score, 6), "text": self.text,
                 "occurred_at": self.occurred_at, "speaker": self.speaker, "derived": self.derived,
                 "matched": self.matched, "folded": sorted(self.folded)}
 
@@ -796,8 +801,17 @@ def recall_for(*, actor: Actor, query: str, k: int, depth: int | None = None,
                       matched=any(recall_matches(x, query_tokens, close_cosine, terms)
                                   for x in (h, *(by_id[f] for f in restated.get(h.node_id, ())))))
              for h in hits]
-    return Recall(outcome=out, hits=_fold_same_texts(_demote_model_answers(items)), judged=bool(query_tokens),
-                  embed_ms=embed_ms)
+    return Recall(outcome=out, hits=_in_score_order(_fold_same_texts(_demote_model_answers(items))),
+                  judged=bool(query_tokens), embed_ms=embed_ms)
+
+
+def _in_score_order(items: list[Recalled]) -> list[Recalled]:
+    """Each memory's shown score capped at the one above it (``Recalled.shown_score``)."""
+    ceiling = float("inf")
+    for it in items:
+        it.shown_score = min(it.score, ceiling)
+        ceiling = it.shown_score
+    return items
 
 
 def build_context(*, actor: Actor, query: str = "", language: str = "en", budget: Budget | None = None,

@@ -66,6 +66,10 @@ def test_model_answers_rank_below_the_statements_and_identical_ones_are_one_line
     first_answer = min(i for i, x in enumerate(recall) if x["derived"] == MODEL_ANSWER)
     assert first_answer > last_matched, [(x["node_id"], x["derived"], x["matched"], x["text"][:40]) for x in recall]
     assert ids.index(shown[0]["node_id"]) > max(ids.index(s) for s in statements)
+    # and the scores say the same order: a client sorting by score keeps it (the answer's own score
+    # was above the statements')
+    scores = [x["score"] for x in recall]
+    assert scores == sorted(scores, reverse=True), scores
     # the unrelated answer, if recalled at all, is below everything else
     retro = [i for i, x in enumerate(recall) if x["derived"] == MODEL_ANSWER and "retro" in x["text"]]
     assert not retro or retro == [len(recall) - 1]
@@ -90,6 +94,7 @@ def test_mcp_resonate_folds_and_demotes_the_same_way(world, client_for):
     assert len([i for i in ids if i in answers]) == 1, hits
     answer_at = next(i for i, h in enumerate(hits) if h["node_id"] in answers)
     assert answer_at > max(ids.index(s) for s in statements)
+    assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
     assert out["no_match"] is False and all("matched" in h for h in hits)
 
 
