@@ -166,14 +166,29 @@ def asset_update(*, actor: Actor, asset: Asset, data: dict, expected_version: in
         data["node_ids"] = _check_node_ids(actor, data["node_ids"])
         if not data["node_ids"]:  # the create rule: an empty chat memory is not a chat memory
             raise ValidationError({"node_ids": ["A chat-memory asset is a set of memories."]})
+    # Whether this edit is approved as it is saved is decided for the scope the approval covered, the
+    # one before a visibility change too: narrowing to private makes the owner its approver, and a
+    # member saved unreviewed text as approved that way, then shared it again through an ACL.
+    approver_before = access.can_approve(actor, asset)[0]
     changed_meta = {}
+    review = {}
     if "visibility" in data and data["visibility"] != asset.visibility:
         if data["visibility"] not in (Visibility.PRIVATE, Visibility.RESTRICTED):
             raise ValidationError({"visibility": ["Widening goes through promotion (POST …/promote)."]})
         if not access._owns(actor, asset):
             raise PermissionDenied("Only the owner may change the visibility of an asset.")
         changed_meta["visibility"] = [asset.visibility, data["visibility"]]
+        was_private = asset.visibility == Visibility.PRIVATE
         asset.visibility = data["visibility"]
+        if was_private and asset.approved_version is not None and not access.can_approve(actor, asset)[0]:
+            # Private → restricted lets the owner give readers through grants, which no approval
+            # covered: one made while private (the owner approves that) was for the owner alone, and
+            # which audience an earlier one was for is not recorded. Unless the owner may approve the
+            # restricted asset, the approval lapses: nothing is served until an approver approves.
+            review = {"review": "approval_lapsed", "previously_served_version": asset.approved_version}
+            asset.approved_version = asset.approved_by = asset.approved_at = None
+            if asset.status == AssetStatus.APPROVED:
+                asset.status = AssetStatus.CANDIDATE
     if "confidence" in data and data["confidence"] != asset.confidence:
         changed_meta["confidence"] = [asset.confidence, data["confidence"]]
         asset.confidence = data["confidence"]
@@ -185,12 +200,11 @@ def asset_update(*, actor: Actor, asset: Asset, data: dict, expected_version: in
     if versioned:
         asset.version += 1
         asset.content_hash = new_hash
-    review = {}
     if versioned and asset.status == AssetStatus.APPROVED:
         # The approval was of the approved version's text, not of the asset: a change by someone who
         # could not approve it goes back to review, and agents keep the approved version meanwhile
         # (``assets.selectors``). An approver's own change is approved as it is saved.
-        if access.can_approve(actor, asset)[0]:
+        if approver_before and access.can_approve(actor, asset)[0]:
             asset.approved_version, asset.approved_by, asset.approved_at = asset.version, actor.user, timezone.now()
             review = {"review": "approved_by_editor", "served_version": asset.version}
         else:

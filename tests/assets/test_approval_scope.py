@@ -1,0 +1,77 @@
+"""An approval covers the audience it was given for. A plain member owning an approved team asset
+got unreviewed text served to the team's agents: one PATCH narrowed it to private and changed the
+body (as the owner of a private asset she was its approver, so the edit was saved approved), a
+second made it restricted, and a grant to the team's members made the binding eligible again. The
+edit is now judged for the scope before the change, and an approval made while private lapses when
+the asset becomes restricted."""
+
+from __future__ import annotations
+
+import pytest
+
+from assets.models import Asset
+
+from .helpers import last_event
+from .test_approved_edit_review import APPROVED_TEXT, INJECTION, _approved_team_skill, _stable, fresh_cache  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+def _patch(client, aid, **body):
+    r = client.patch(f"/api/v1/assets/{aid}", body, format="json")
+    assert r.status_code == 200, r.content
+    return r.json()
+
+
+def _grant_team(client, aid, team_id):
+    r = client.post("/api/v1/grants", {"object_type": "asset", "object_id": aid, "grantee_kind": "team_role",
+                                       "team_id": team_id, "team_role": "member"}, format="json")
+    assert r.status_code == 201, r.content
+
+
+def test_narrowing_to_private_with_an_edit_is_not_an_approval(world, client_for):
+    a = world["a"]
+    aid, carol, _bob = _approved_team_skill(world, client_for)
+    body = _patch(carol, aid, expected_version=1, visibility="private", body=INJECTION)
+    assert body["status"] == "candidate" and body["approved_version"] == 1  # judged as the team asset it was
+    _patch(carol, aid, expected_version=2, visibility="restricted")
+    _grant_team(carol, aid, a.team.id)
+    stable = _stable(client_for, world)
+    # Made restricted by someone who may not approve it for its grantees, the asset serves nothing
+    # until an approver of the restricted asset approves a version.
+    assert INJECTION not in stable and APPROVED_TEXT not in stable
+    assert Asset.objects.get(pk=aid).approved_version is None
+
+
+def test_an_approval_made_while_private_lapses_when_the_asset_becomes_restricted(world, client_for):
+    a = world["a"]
+    aid, carol, bob = _approved_team_skill(world, client_for)
+    assert _patch(carol, aid, expected_version=1, body=INJECTION)["status"] == "candidate"
+    _patch(carol, aid, expected_version=2, visibility="private")
+    # private: its owner is its approver, for herself
+    r = carol.post(f"/api/v1/assets/{aid}/transition", {"to": "approved", "expected_version": 2}, format="json")
+    assert r.status_code == 200 and r.json()["approved_version"] == 2
+    body = _patch(carol, aid, expected_version=2, visibility="restricted")
+    assert body["status"] == "candidate" and body["approved_version"] is None and body["served_version"] is None
+    ev = last_event(a.org, action="asset.update")
+    assert ev.detail["review"] == "approval_lapsed" and ev.detail["previously_served_version"] == 2
+    _grant_team(carol, aid, a.team.id)
+    stable = _stable(client_for, world)
+    assert INJECTION not in stable
+    # carol cannot approve it for the restricted audience; nothing is served until an approver does
+    r = carol.post(f"/api/v1/assets/{aid}/transition", {"to": "approved", "expected_version": 2}, format="json")
+    assert r.status_code == 403
+
+
+def test_an_approver_keeps_the_approval_through_the_same_moves(world, client_for):
+    """The org admin owns and approves its asset: narrowing private → restricted keeps it served."""
+    from .helpers import approve, create_asset
+
+    a = world["a"]
+    admin = client_for(a.admin)
+    aid = create_asset(admin, kind="skill", title="Ops", body=APPROVED_TEXT, visibility="org")["id"]
+    assert admin.post(f"/api/v1/assets/{aid}/transition", {"to": "candidate"}, format="json").status_code == 200
+    approve(admin, aid)
+    _patch(admin, aid, expected_version=1, visibility="private")
+    body = _patch(admin, aid, expected_version=1, visibility="restricted")
+    assert body["status"] == "approved" and body["approved_version"] == 1
