@@ -30,8 +30,10 @@ class Command(BaseCommand):
         password = password or secrets.token_urlsafe(12)
         user = User.objects.filter(username=username).first()
         if user is None:
-            user = User.objects.create_superuser(username=username, email=f"{username}@example.com",
-                                                 password=password)
+            # The demo org's owner, nothing more: a superuser reaches Django's /admin/, every org's
+            # accounts included (an operator makes one with ``createsuperuser`` if they want it).
+            user = User.objects.create_user(username=username, email=f"{username}@example.com",
+                                            password=password)
         else:
             user.set_password(password)
             user.save(update_fields=["password"])

@@ -1,0 +1,32 @@
+"""The login ``make run`` prints owns the demo organisation and nothing else. It was a Django
+superuser: Django's /admin/ listed every organisation's accounts and changed their passwords."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import Client
+
+from teams.models import Membership, Role
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_demo_login_owns_the_demo_org_and_is_no_superuser(world):
+    out = io.StringIO()
+    call_command("seed_demo", org="demo-x", username="demo-owner", password="a-long-enough-password-42", stdout=out)
+    assert "console login : demo-owner" in out.getvalue()
+    user = get_user_model().objects.get(username="demo-owner")
+    assert not user.is_superuser and not user.is_staff
+    assert Membership.objects.get(user=user, org__slug="demo-x").role == Role.OWNER
+
+    c = Client()
+    assert c.post("/login/", {"username": "demo-owner", "password": "a-long-enough-password-42"}).status_code == 302
+    assert c.get("/console/").status_code == 200
+    other = world["b"].owner
+    r = c.get(f"/admin/auth/user/{other.pk}/password/")
+    assert r.status_code == 302 and "/admin/login/" in r.url  # not the admin site's user
+    assert c.get("/admin/auth/user/").status_code == 302
