@@ -223,6 +223,7 @@ def patch_stages(eng: ModuleType, spent: dict[str, float]) -> list[tuple[object,
         (bm25_mod.BM25Query, "top"),
         (vec_mod.VectorIndex, "search"),
         (win_mod.ContextWindows, "query"),
+        (bm25_mod.BM25Index, "query_top"),
         (vec_mod.VectorIndex, "cosine"),
     ):
         timed(cls, name, f"{cls.__name__}.{name}")

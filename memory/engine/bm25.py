@@ -261,17 +261,52 @@ class BM25Index:
 
         ``weights``: optional per-term multiplier of the term's contribution (default 1).
         """
+        n_terms, acc = self._accumulate(tokens, allowed, weights)
+        if acc is None:
+            return BM25Query(_EMPTY_I, _EMPTY_F, np.empty(0, np.int32), n_terms)
+        slots_u, stats, scores, counts = acc
+        scores = scores[slots_u]
+        matches = counts[slots_u].astype(np.int32)
+        locs = self._slot_local.view[slots_u]
+        order = np.argsort(locs, kind="stable")
+        return BM25Query(locs[order], scores[order], matches[order], n_terms)
+
+    def query_top(
+        self,
+        tokens: list[str],
+        k: int,
+        allowed: np.ndarray | None = None,
+        mask: np.ndarray | None = None,
+        weights: dict[str, float] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``query(tokens, allowed, weights).top(k, mask)`` without the full result: a list that only
+        wants its top k need not sort every touched document by id (the top k are ordered by score,
+        then id, whatever order the candidates come in)."""
+        _n_terms, acc = self._accumulate(tokens, allowed, weights)
+        if acc is None:
+            return _EMPTY_I, _EMPTY_F
+        slots_u, _stats, scores, _counts = acc
+        locs = self._slot_local.view[slots_u]
+        if mask is not None and locs.size:
+            keep = _mask_at(mask, locs)
+            slots_u, locs = slots_u[keep], locs[keep]
+        return _topk(locs, scores[slots_u], k)
+
+    def _accumulate(
+        self, tokens: list[str], allowed: np.ndarray | None, weights: dict[str, float] | None
+    ) -> tuple[int, tuple[np.ndarray, _MaskStats, np.ndarray, np.ndarray] | None]:
+        """(distinct query terms, None when nothing matches, else (the allowed live slots touched,
+        ascending; the statistics; dense per-slot scores and matched-term counts))."""
         uniq = list(dict.fromkeys(tokens))
         n_terms = len(uniq)
         terms = [(self._vocab[t], 1.0 if weights is None else float(weights.get(t, 1.0)))
                  for t in uniq if t in self._vocab]
         n_slots = len(self._slot_len)
-        empty = BM25Query(_EMPTY_I, _EMPTY_F, np.empty(0, np.int32), n_terms)
         if not terms or n_slots == 0:
-            return empty
+            return n_terms, None
         stats = self._stats(allowed)
         if stats.n_docs == 0:
-            return empty
+            return n_terms, None
         k1, n_docs, norm = self.k1, stats.n_docs, stats.norm
 
         # Dense accumulators, summed by one ``np.bincount`` over the terms' postings in query order:
@@ -301,7 +336,7 @@ class BM25Index:
             tf = np.frombuffer(self._post_tf[tid], dtype=np.uint16).astype(np.float64)
             idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
             contrib = (wt * idf * (k1 + 1.0)) * tf
-            contrib /= tf + norm[slots]
+            contrib /= tf + norm.take(slots)  # take: a faster gather than norm[slots]
             slot_parts.append(slots)
             contrib_parts.append(contrib)
         if not slot_parts:
@@ -324,13 +359,8 @@ class BM25Index:
         # Not written in place later: a continuation reads them as they are.
         stats.last = (terms, scores, counts, any_hit)
         if not any_hit:
-            return empty
-        slots_u = np.flatnonzero(counts.astype(bool) & stats.vis)
-        scores = scores[slots_u]
-        matches = counts[slots_u].astype(np.int32)
-        locs = self._slot_local.view[slots_u]
-        order = np.argsort(locs, kind="stable")
-        return BM25Query(locs[order], scores[order], matches[order], n_terms)
+            return n_terms, None
+        return n_terms, (np.flatnonzero(counts.astype(bool) & stats.vis), stats, scores, counts)
 
     def doc_freqs(self, terms: list[str], allowed: np.ndarray | None = None) -> tuple[np.ndarray, int]:
         """Document frequency of each term among allowed live documents, and that document count."""

@@ -245,8 +245,7 @@ def resonate(
         vec_ids, vec_sc = np.empty(0, np.int64), np.empty(0, np.float32)
 
     if params.n_win > 0:
-        wq = index.windows.query(tokens, vis)
-        win_ids, win_sc = wq.top(params.n_win, seedable)
+        win_ids, win_sc = index.windows.query_top(tokens, params.n_win, vis, seedable)
     else:
         win_ids, win_sc = np.empty(0, np.int64), np.empty(0, np.float64)
     if params.n_wvec > 0 and qvec is not None:
@@ -456,8 +455,7 @@ def _prf_list(index, tokens, top, vis, seedable, params):
     if not chosen:
         return None, None
     target = win if params.prf_target == "window" else index.bm25
-    wq = target.query(list(tokens) + chosen, vis, dict.fromkeys(chosen, params.prf_beta))
-    return wq.top(params.n_prf, seedable)
+    return target.query_top(list(tokens) + chosen, params.n_prf, vis, seedable, dict.fromkeys(chosen, params.prf_beta))
 
 
 def _vector_feedback(index, qvec, top, vis, seedable, params):

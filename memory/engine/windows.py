@@ -190,6 +190,17 @@ class ContextWindows:
     ) -> BM25Query:
         return self.bm25.query(tokens, allowed, weights)
 
+    def query_top(
+        self,
+        tokens: list[str],
+        k: int,
+        allowed: np.ndarray | None = None,
+        mask: np.ndarray | None = None,
+        weights: dict[str, float] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``query(tokens, allowed, weights).top(k, mask)``, see ``BM25Index.query_top``."""
+        return self.bm25.query_top(tokens, k, allowed, mask, weights)
+
     def own_tokens(self, local_id: int) -> list[str]:
         return self._tokens.get(int(local_id), [])
 

@@ -146,3 +146,31 @@ def test_session_scores_equal_a_per_session_loop() -> None:
             else:
                 want = math.nan
             assert (math.isnan(want) and math.isnan(g)) or math.isclose(g, want, rel_tol=1e-12), (c, g, want)
+
+
+def test_query_top_equals_the_top_of_the_full_query() -> None:
+    rng = np.random.default_rng(8)
+    docs = _zipf_docs(rng, 700, 60)
+    idx = BM25Index()
+    for i, d in enumerate(docs):
+        idx.add(i, d)
+    for i in range(0, 700, 9):  # dead slots, and slots no longer in local order
+        idx.add(i, _zipf_docs(rng, 1, 60)[0])
+    allowed = [rng.random(700) < 0.7, rng.random(700) < 0.3, None]
+    for _ in range(40):
+        vis = allowed[int(rng.integers(0, 3))]
+        mask = [None, rng.random(650) < 0.8][int(rng.integers(0, 2))]  # shorter than the index: False past it
+        q = [f"t{x}" for x in rng.integers(0, 70, int(rng.integers(1, 5)))]
+        extra = [f"t{x}" for x in rng.integers(0, 60, 8)]
+        k = int(rng.integers(0, 30))
+        for query, w in ((q, None), (q + extra, dict.fromkeys(extra, 0.3))):  # the second continues
+            # Either first (continuing from the last query, or fresh), or right after the same full
+            # query (a continuation with nothing to add).
+            if rng.random() < 0.5:
+                got = idx.query_top(query, k, vis, mask, w)
+                want = idx.query(query, vis, w).top(k, mask)
+            else:
+                want = idx.query(query, vis, w).top(k, mask)
+                got = idx.query_top(query, k, vis, mask, w)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
