@@ -864,17 +864,37 @@ def enqueue_pending_batches(*, retry_after_secs: float = 300) -> int:
     return len(due)
 
 
-def batch_counts(*, retry_after_secs: float) -> dict[str, int]:
+OWED_COUNT_CAP = 10_000  # as RECALL_BACKLOG_COUNT_CAP: /healthz reads at most this many rows + 1
+
+
+def _bounded_counts(rows, **filters: Q) -> dict:
+    """Counts over the first ``OWED_COUNT_CAP + 1`` of ``rows`` by primary key, in one bounded read
+    (``LIMIT`` in a subquery), for /healthz: it is public and polled hardest exactly when workers are
+    down and owed work piles up, so it must not scan all of it (as ``recall_backlog``).
+
+    ``pending`` is how many there are, at most the cap; past it the dict carries ``pending_capped:
+    True`` (left out otherwise, so an ordinary answer keeps its shape) and every count is over the
+    oldest rows only, a lower bound. Ids follow insertion, so the window holds the oldest rows, the
+    ones that turn overdue or failing first: a backlog with any of those still shows some."""
+    window = rows.order_by("pk").values("pk")[:OWED_COUNT_CAP + 1]
+    counts = rows.model.objects.filter(pk__in=window).aggregate(
+        pending=Count("pk"), **{name: Count("pk", filter=q) for name, q in filters.items()})
+    capped = counts["pending"] > OWED_COUNT_CAP
+    out = {name: min(n, OWED_COUNT_CAP) for name, n in counts.items()}
+    if capped:
+        out["pending_capped"] = True
+    return out
+
+
+def batch_counts(*, retry_after_secs: float) -> dict:
     """Unfinished bulk batches over every org: ``pending`` all of them, ``overdue`` never run within
     twice the retry period (nothing is running them: no worker or no beat), ``failing`` run
-    ``BATCH_MAX_ATTEMPTS`` times without finishing."""
+    ``BATCH_MAX_ATTEMPTS`` times without finishing. Bounded: see ``_bounded_counts``."""
     now = timezone.now()
-    rows = IngestBatch.objects.filter(status__in=_UNFINISHED)
-    return rows.aggregate(
-        pending=Count("id"),
-        overdue=Count("id", filter=Q(tried_at__isnull=True,
-                                     created_at__lt=now - timedelta(seconds=2 * retry_after_secs))),
-        failing=Count("id", filter=Q(attempts__gte=BATCH_MAX_ATTEMPTS)),
+    return _bounded_counts(
+        IngestBatch.objects.filter(status__in=_UNFINISHED),
+        overdue=Q(tried_at__isnull=True, created_at__lt=now - timedelta(seconds=2 * retry_after_secs)),
+        failing=Q(attempts__gte=BATCH_MAX_ATTEMPTS),
     )
 
 
@@ -923,8 +943,8 @@ def enqueue_pending_followups(*, grace_secs: float, batch: int = FOLLOWUP_SWEEP_
 def followup_counts(*, org_id: int | None, grace_secs: float, max_attempts: int = FOLLOWUP_MAX_ATTEMPTS) -> dict:
     """Unfinished follow-ups of an org (``org_id=None``: of every org, for /healthz): all, overdue
     (past the grace period: their message was lost or their task keeps failing) and failing
-    (re-sent ``max_attempts`` times; still re-sent, ever more rarely, until the work succeeds)."""
+    (re-sent ``max_attempts`` times; still re-sent, ever more rarely, until the work succeeds).
+    Bounded: see ``_bounded_counts``."""
     cutoff = timezone.now() - timedelta(seconds=grace_secs)
     qs = Followup.objects.all() if org_id is None else Followup.objects.filter(org_id=org_id)
-    return {"pending": qs.count(), "overdue": qs.filter(created_at__lt=cutoff).count(),
-            "failing": qs.filter(attempts__gte=max_attempts).count()}
+    return _bounded_counts(qs, overdue=Q(created_at__lt=cutoff), failing=Q(attempts__gte=max_attempts))

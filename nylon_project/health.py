@@ -128,12 +128,19 @@ def _followups() -> dict:
 
 
 def _owed(what: str, counts: dict, *, failing: str, overdue: str) -> dict:
-    """A check over owed background work: degraded while any of it is overdue or failing."""
+    """A check over owed background work: degraded while any of it is overdue or failing. The
+    counts stop at a cap (``pending_capped``, as the recalls check): a count at it reads "N+"."""
+    from memory.services import OWED_COUNT_CAP
+
+    def n(name: str) -> str:
+        more = "+" if counts.get("pending_capped") and counts[name] >= OWED_COUNT_CAP else ""
+        return f"{counts[name]}{more}"
+
     reasons = []
     if counts["failing"]:
-        reasons.append(f"{counts['failing']} {failing}")
+        reasons.append(f"{n('failing')} {failing}")
     if counts["overdue"]:
-        reasons.append(f"{counts['overdue']} of {counts['pending']} {overdue}")
+        reasons.append(f"{n('overdue')} of {n('pending')} {overdue}")
     if reasons:
         return {"status": "degraded", "detail": f"{what}: " + "; ".join(reasons), **counts}
     return {"status": "ok", **counts}
