@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -95,9 +96,26 @@ class Progress:
 
 # -- output ------------------------------------------------------------------------------------
 
+# C0 controls but tab and newline, DEL, and C1 controls (U+0080-U+009F: 8-bit CSI/OSC/ST...).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: object) -> str:
+    """``text`` without control characters but tab and newline, for the terminal. What the server
+    sends holds other people's memories and assets verbatim: an ESC sequence in one (an OSC 52
+    clipboard write, a cursor move, hidden text) would otherwise be run by the terminal of whoever
+    prints it. Carriage returns go too: one can overwrite a line with text that is not in it."""
+    return _CONTROLS.sub("", str(text))
+
+
+def say(text: object = "", *, file=None) -> None:
+    """``print`` for text built from the server's answer (every text-mode output of a command)."""
+    print(printable(text), file=file)
+
+
 def table(rows: Iterable[list], headers: list[str], max_width: int = 70) -> str:
     def cell(v) -> str:
-        s = " ".join(str(v).split())
+        s = " ".join(printable(v).split())
         return s if len(s) <= max_width else s[:max_width - 1] + "…"
 
     rows = [[cell(v) for v in r] for r in rows]
@@ -109,7 +127,10 @@ def table(rows: Iterable[list], headers: list[str], max_width: int = 70) -> str:
 
 
 def emit(obj) -> None:
-    print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+    # json.dumps escapes C0 controls but leaves C1 ones (U+0080-U+009F) raw with ensure_ascii=False;
+    # escape them too, still valid JSON of the same value.
+    text = json.dumps(obj, indent=2, ensure_ascii=False, default=str)
+    print(re.sub("[\x7f-\x9f]", lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -134,9 +155,9 @@ def cmd_health(args, client: Client) -> int:
     if args.json:
         emit(h.raw)
     else:
-        print(f"status: {h.status}")
+        say(f"status: {h.status}")
         for name, c in h.raw.get("checks", {}).items():
-            print(f"  {name:<9} {c.get('status', '?'):<9} {c.get('detail', '')}")
+            say(f"  {name:<9} {c.get('status', '?'):<9} {c.get('detail', '')}")
     return 0 if h.status in ("ok", "degraded") else 1
 
 
@@ -157,7 +178,7 @@ def cmd_weave(args, client: Client) -> int:
     if args.json:
         emit({"session_key": session, "node_ids": node_ids})
     else:
-        print(f"woven {len(turns)} turns into session {session} ({len(node_ids)} nodes)")
+        say(f"woven {len(turns)} turns into session {session} ({len(node_ids)} nodes)")
     return 0
 
 
@@ -171,9 +192,9 @@ def cmd_resonate(args, client: Client) -> int:
         # a channel that did not rank the hit has no rank (null): not shown
         why = ",".join(f"{c}#{r}" for c, r in sorted((h.explanation.channels or {}).items()) if r is not None)
         rows.append([i, f"{h.score:.3f}", h.node_id, h.kind, why or f"hop {h.explanation.hops}", h.text])
-    print(table(rows, ["#", "score", "node", "kind", "why", "text"]))
+    say(table(rows, ["#", "score", "node", "kind", "why", "text"]))
     route = res.route or {}
-    print(f"\n{len(res.hits)} hits · route {route.get('qtype', '?')}/depth {route.get('depth', '?')} · "
+    say(f"\n{len(res.hits)} hits · route {route.get('qtype', '?')}/depth {route.get('depth', '?')} · "
           f"{res.timing_ms.get('total', 0):.1f} ms · served by {res.served_by}"
           + (f" · degraded: {', '.join(res.degraded)}" if res.degraded else ""))
     return 0
@@ -199,8 +220,8 @@ def cmd_context(args, client: Client) -> int:
     if args.json:
         emit(ctx.raw)
         return 0
-    print(ctx.context)
-    print("\n" + context_summary(ctx))
+    say(ctx.context)
+    say("\n" + context_summary(ctx))
     return 0
 
 
@@ -232,7 +253,7 @@ def cmd_nodes(args, client: Client) -> int:
         if args.json:
             emit([n.raw for n in items])
         else:
-            print(table([[n.id, n.kind, n.speaker, n.visibility, n.text] for n in items],
+            say(table([[n.id, n.kind, n.speaker, n.visibility, n.text] for n in items],
                         ["id", "kind", "speaker", "visibility", "text"]))
     return 0
 
@@ -245,7 +266,7 @@ def cmd_conflicts(args, client: Client) -> int:
     if args.json:
         emit([c.raw for c in items])
     else:
-        print(table([[c.id, c.status, c.node_a.get("id"), c.node_b.get("id"), c.reason] for c in items],
+        say(table([[c.id, c.status, c.node_a.get("id"), c.node_b.get("id"), c.reason] for c in items],
                     ["id", "status", "a", "b", "reason"]))
     return 0
 
@@ -364,14 +385,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with Client(url, key, timeout=args.timeout) as client:
             return args.fn(args, client)
-    except APIError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except APIError as exc:  # the message and fields are the server's
+        say(f"error: {exc}", file=sys.stderr)
         return 1
     except NylonError as exc:
-        print(f"error: {exc} ({url})", file=sys.stderr)
+        say(f"error: {exc} ({url})", file=sys.stderr)
         return 3
     except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}", file=sys.stderr)
         return 1
 
 
