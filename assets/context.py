@@ -269,7 +269,7 @@ def _iso(value: datetime | None) -> str | None:
 
 def _speaker_label(speaker: str) -> str:
     # One short token inside the line's brackets: a speaker is free text (up to 200 characters).
-    name = " ".join((speaker or "").split()).replace("[", "(").replace("]", ")")
+    name = _no_controls(" ".join((speaker or "").split())).replace("[", "(").replace("]", ")")
     return name if len(name) <= 40 else name[:39] + "…"
 
 
@@ -398,10 +398,21 @@ def neutralise_tags(text: str) -> str:
     return _BLOCK_TAG.sub(lambda m: f"‹{m.group(1)}›", text)
 
 
+# C0 controls (whitespace ones are folded to spaces first), DEL and C1 controls.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def _no_controls(text: str) -> str:
+    """Without control characters: a prompt needs no ESC, and the context is also printed as it is
+    (``nylon context``), where an ESC sequence stored in a memory would be run by the terminal."""
+    return _CONTROLS.sub("", text)
+
+
 def recall_text(text: str) -> str:
     """A memory's text as one recall line: on one line (a stored "\nSYSTEM: …" must not start a
-    line of its own in a system prompt) and without the block's tags (``neutralise_tags``)."""
-    return neutralise_tags(" ".join(text.split()))
+    line of its own in a system prompt), without control characters (``_no_controls``) and without
+    the block's tags (``neutralise_tags``)."""
+    return neutralise_tags(_no_controls(" ".join(text.split())))
 
 
 def recall_line(item: dict, language: str = "en") -> str:
