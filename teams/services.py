@@ -22,8 +22,8 @@ from django.utils.text import slugify
 from rest_framework.exceptions import PermissionDenied, Throttled, ValidationError
 
 from assets import audit
-from assets.models import Asset
-from assets.services import promotions_withdraw_for_team
+from assets.models import AccessGrant, Asset
+from assets.services import grant_label, promotions_withdraw_for_team
 from memory.models import Node, Visibility
 from nylon_project.errors import Conflict
 
@@ -261,6 +261,11 @@ class TeamDeletion:
         return asdict(self)
 
 
+# Memories a team deletion changed, named by id in its ``team.delete`` audit entry (the first ones by
+# id; the entry always has the total): a team's memories can be tens of thousands.
+TEAM_DELETE_AUDIT_NODE_IDS = 200
+
+
 @transaction.atomic
 def team_delete(*, actor: Actor, team: Team, memories: str | None = None, to_team: Team | None = None,
                 request_id: str = "") -> TeamDeletion:
@@ -274,7 +279,14 @@ def team_delete(*, actor: Actor, team: Team, memories: str | None = None, to_tea
     move with ``move``, or lose the team label (its admins' write rights) otherwise. The team's
     agents leave it; one whose writes defaulted to the team now defaults to private, so its writes
     that name no visibility keep working (``team`` with no team is a 400) and share with nobody new.
-    Grants to the team's roles go with it (a narrowing). No row is ever left ``team`` without a team."""
+    Grants to the team's roles go with it (a narrowing). No row is ever left ``team`` without a team.
+
+    Audited: one ``team.delete`` entry (the counts of ``TeamDeletion``; the ids of every asset and
+    grant changed; the total of memory rows changed and the first ``TEAM_DELETE_AUDIT_NODE_IDS`` of
+    their ids, as a team's memories can be tens of thousands), then an entry in the trail of each
+    object whose access changed: ``asset.move`` per asset (visibility and team, from and to) and
+    ``acl.revoke`` per grant removed (as ``grant_revoke`` writes), each naming the ``team.delete``
+    entry. Assets and grants are few, and each was audited once already when it was made."""
     require_org_admin(actor, action="delete teams")
     if memories is not None and memories not in TEAM_DELETE_CHOICES:
         raise ValidationError({"memories": [f"Choose one of: {', '.join(TEAM_DELETE_CHOICES)}."]})
@@ -305,12 +317,16 @@ def team_delete(*, actor: Actor, team: Team, memories: str | None = None, to_tea
     # Every row naming the team, deleted nodes included (none may stay team-shared with no team).
     node_rows = Node.objects.filter(org_id=team.org_id, team=team)
     asset_rows = Asset.objects.filter(org_id=team.org_id, team=team)
+    # What the audit names, read before the rows change (the team's row is held: no new ones).
+    moved_assets = list(asset_rows.order_by("id").values_list("id", "visibility"))
+    node_ids = list(node_rows.order_by("id").values_list("id", flat=True)[:TEAM_DELETE_AUDIT_NODE_IDS])
+    grants = list(AccessGrant.objects.filter(org_id=team.org_id, grantee_team=team).order_by("id"))
     if memories == "move":
-        node_rows.update(team=to_team)  # the txid trigger stamps them: the engine cache re-reads them
+        nodes_changed = node_rows.update(team=to_team)  # the txid trigger stamps them: the engine cache re-reads them
         asset_rows.update(team=to_team, updated_at=timezone.now())
     else:
-        node_rows.filter(visibility=Visibility.TEAM).update(visibility=Visibility.PRIVATE, team=None)
-        node_rows.update(team=None)
+        nodes_changed = node_rows.filter(visibility=Visibility.TEAM).update(visibility=Visibility.PRIVATE, team=None)
+        nodes_changed += node_rows.update(team=None)
         asset_rows.filter(visibility=Visibility.TEAM).update(visibility=Visibility.PRIVATE, team=None,
                                                              updated_at=timezone.now())
         asset_rows.update(team=None, updated_at=timezone.now())
@@ -330,9 +346,25 @@ def team_delete(*, actor: Actor, team: Team, memories: str | None = None, to_tea
         assets={"shared": held.shared_assets, "other": held.other_assets},
         agents=agents, grants_removed=held.grants, withdrawn_promotions=withdrawn,
     )
-    audit.record(actor=actor, action="team.delete", object_type="team", object_id=team.pk,
-                 detail={"name": team.name, **{k: v for k, v in result.as_dict().items() if k != "team"}},
-                 request_id=request_id)
+    changed = {"asset_ids": [aid for aid, _ in moved_assets], "grant_ids": [g.id for g in grants],
+               "nodes_changed": nodes_changed, "node_ids": node_ids,
+               "node_ids_more": max(nodes_changed - len(node_ids), 0)}
+    entry = audit.record(actor=actor, action="team.delete", object_type="team", object_id=team.pk,
+                         detail={"name": team.name, **{k: v for k, v in result.as_dict().items() if k != "team"},
+                                 **changed},
+                         request_id=request_id)
+    cause = {"cause": "team.delete", "team": {"id": team.pk, "name": team.name}, "audit_id": entry.id}
+    to_team_id = to_team.pk if to_team is not None else None
+    for aid, visibility in moved_assets:
+        now_visibility = Visibility.PRIVATE if memories != "move" and visibility == Visibility.TEAM else visibility
+        audit.record(actor=actor, action="asset.move", object_type="asset", object_id=aid,
+                     detail={"from": {"visibility": visibility, "team_id": team.pk},
+                             "to": {"visibility": now_visibility, "team_id": to_team_id}, **cause},
+                     request_id=request_id)
+    for g in grants:  # removed by the team's deletion (on_delete=CASCADE)
+        audit.record(actor=actor, action="acl.revoke", object_type=g.object_type, object_id=g.object_id,
+                     detail={"grant_id": g.id, "grantee": grant_label(g), "permission": g.permission, **cause},
+                     request_id=request_id)
     team.delete()
     return result
 
