@@ -624,6 +624,7 @@ class Recalled:
     derived: str = ""
     matched: bool = False
     folded: list[int] = field(default_factory=list)
+    disputed_by: list[dict] = field(default_factory=list)  # open conflicts' other sides (``recall_disputes``)
     # The score the list shows: the engine's, capped at the one above it where the recall moved this
     # memory down (a model's answer under the statements it restates), so the list is in score order
     # and a client that sorts by score keeps the recall's order.
@@ -645,7 +646,7 @@ class Recalled:
         score = self.score if self.shown_score is None else self.shown_score
         return {"node_id": self.node_id, "score": round(score, 6), "text": self.text,
                 "occurred_at": self.occurred_at, "speaker": self.speaker, "derived": self.derived,
-                "matched": self.matched, "folded": sorted(self.folded)}
+                "matched": self.matched, "folded": sorted(self.folded), "disputed_by": self.disputed_by}
 
 
 @dataclass
@@ -812,8 +813,34 @@ def recall_for(*, actor: Actor, query: str, k: int, depth: int | None = None,
                       matched=any(recall_matches(x, query_tokens, close_cosine, terms)
                                   for x in (h, *(by_id[f] for f in restated.get(h.node_id, ())))))
              for h in hits]
+    disputes = recall_disputes(actor, [it.node_id for it in items])
+    for it in items:
+        it.disputed_by = disputes.get(it.node_id, [])
+    items = _newer_side_first(items)
     return Recall(outcome=out, hits=_in_score_order(_fold_same_texts(_demote_model_answers(items))),
                   judged=bool(query_tokens), embed_ms=embed_ms)
+
+
+def _newer_side_first(items: list[Recalled]) -> list[Recalled]:
+    """Of two recalled memories in an open conflict, the newer one right above the older when it was
+    below it: "Correction: the Q1 ads budget is cut to 25k" was listed under "the Q1 ads budget is
+    40k", and an agent answered with the old value. Until someone resolves the conflict both stay
+    (the older one tagged as disputed), the newer one read first. The others keep their order."""
+    by_id = {it.node_id: it for it in items}
+    out: list[Recalled] = []
+    placed: set[int] = set()
+    for it in items:
+        if it.node_id in placed:
+            continue
+        newer = [by_id[d["node_id"]] for d in it.disputed_by
+                 if d["node_id"] in by_id and d["node_id"] not in placed
+                 and (d["occurred_at"] or "") > (it.occurred_at or "")]
+        for rival in sorted(newer, key=lambda r: (r.occurred_at or "", r.node_id), reverse=True):
+            out.append(rival)
+            placed.add(rival.node_id)
+        out.append(it)
+        placed.add(it.node_id)
+    return out
 
 
 def _in_score_order(items: list[Recalled]) -> list[Recalled]:
@@ -903,9 +930,6 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
         if reinforce and recall:
             memory_services.record_recall(node_ids=[r["node_id"] for r in recall])
         if recall:
-            disputes = recall_disputes(actor, [r["node_id"] for r in recall])
-            for r in recall:
-                r["disputed_by"] = disputes.get(r["node_id"], [])
             no_match = found.no_match(recall)
             note = [NO_MATCH[language]] if no_match else []
             dynamic_text = "\n".join([heads[2], *note, *(recall_line(r, language) for r in recall)])

@@ -614,6 +614,43 @@ def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | 
     return f"rescheduled: {', '.join(_when_words(a_text, a))} vs {', '.join(_when_words(b_text, b))}"
 
 
+# "Budget for paid ads in Q1 is 40k EUR" vs "Correction: Q1 paid ads budget is cut to 25k EUR after the
+# finance review"; "My locker code is 4417" vs "My locker code changed to 9021": one side says a value
+# of a thing changed, in other words than the statement it changes (whose shared words are too few
+# for the same-statement rule). A change verb (or "is now") right before the new value.
+_VALUE_CHANGE = re.compile(
+    r"\b(?:chang(?:e|ed|es|ing)|cut|cuts|rais(?:e|ed|es)|increas(?:e|ed|es)|decreas(?:e|ed|es)|reduc(?:e|ed|es)|"
+    r"lower(?:ed|s)?|bump(?:ed|s)?|updat(?:e|ed|es)|reset|set|drop(?:ped|s)?|revis(?:e|ed|es)|adjust(?:ed|s)?|"
+    r"(?:went|goes|go)\s+(?:up|down)|grew|shrank|doubled|halved)\b(?:\s+(?:from\s+\S+\s+)?)(?:to|at)\s+(?=\S*\d)"
+    r"|\b(?:is|are)\s+now\s+(?=\S*\d)",
+    re.I)
+_NOT_THING = _NOT_SUBJECT | _STATE_WORDS | {"correction", "actually", "update", "note", "fyi", "new", "current",
+                                            "currently", "officially", "again", "been", "get", "got", "gets"}
+
+
+def _changed_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
+    """One side says a thing's value changed ("… is cut to 25k", "… changed to 9021", "… is now 12")
+    and the other gives the same thing another value: the thing is the changing side's words before
+    the change (at least two, the lead-in and who speaks left out), every one of them in the other
+    side's words (or names: "Budget" opening a sentence is read as one)."""
+    if a.negated or b.negated:
+        return None
+    for x_text, y in ((a_text, b), (b_text, a)):
+        change = _VALUE_CHANGE.search(_LEAD_IN.sub("", x_text, count=1))
+        if change is None:
+            continue
+        rest = _LEAD_IN.sub("", x_text, count=1)
+        thing = statement(rest[:change.start()]).core - _NOT_THING
+        new = statement(rest[change.end():]).numbers
+        new = {n for n in new if rest[change.end():].lower().find(n) < 12}  # the value the change names
+        if len(thing) < 2 or not thing <= y.core | y.places or not new or not y.numbers or new & y.numbers:
+            continue
+        said = re.sub(r"(?:\s+(?:is|are|was|were|has|have|had|been|be|got|gets|just|now))+\s*$", "",
+                      rest[:change.start()].strip(), flags=re.I)
+        return f"changed value: {said} {', '.join(sorted(y.numbers))} vs {', '.join(sorted(new))}"
+    return None
+
+
 def only_counts_differ(a_text: str, b_text: str) -> bool:
     """Whether the numbers two statements disagree on are all counts of things ("Board: 7 tickets
     in progress, 2 blocked." vs "Board: 9 tickets in progress, 3 blocked."; "21 of 34 points done"
@@ -661,7 +698,8 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
         # "release plan v29" vs "release plan v59": two things with their own names, not one
         # statement with two numbers
         return None
-    changed = _changed_version(a_text, b_text, a, b) or _rescheduled(a_text, b_text, a, b)
+    changed = (_changed_version(a_text, b_text, a, b) or _rescheduled(a_text, b_text, a, b)
+               or _changed_value(a_text, b_text, a, b))
     if changed:
         return changed
     overlap = len(a.core & b.core) / len(a.core | b.core)

@@ -66,6 +66,15 @@ CHAT = [
     "We moved to the new office on Monday.",                         # 44
     "The new office opens on Tuesday.",                              # 45
     "Release review moved to Monday.",                               # 46
+    "Budget for paid ads in Q1 is 40k EUR.",                         # 47
+    "Correction: Q1 paid ads budget is cut to 25k EUR after the finance review.",  # 48
+    "The Q1 hiring budget was raised to 60k EUR.",                   # 49
+    "My locker code is 4417.",                                       # 50
+    "My locker code changed to 9021.",                               # 51
+    "The API rate limit is 500 requests per minute.",                # 52
+    "The API rate limit is now 800 requests per minute.",            # 53
+    "The office wifi password changed to 2291 yesterday.",           # 54
+    "Understood, I'll prepare the ad plan within 40k EUR.",          # 55
 ]
 TRUE_CONFLICTS = {
     (0, 18),   # one cluster, two Redis versions
@@ -77,6 +86,9 @@ TRUE_CONFLICTS = {
     (34, 35),  # one ticket, two assignees
     (36, 37),  # "order" the verb: a quantity, not order number 5
     (42, 43),  # one cutover, rescheduled in other words than "is on"
+    (47, 48),  # a value said to have changed, in other words than the statement it changes
+    (50, 51),  # the same, of a person's own thing
+    (52, 53),  # "is now": the same statement with another number
 }
 
 
