@@ -309,14 +309,13 @@ class BM25Index:
             return n_terms, None
         k1, n_docs, norm = self.k1, stats.n_docs, stats.norm
 
-        # Dense accumulators, summed by one ``np.bincount`` over the terms' postings in query order:
-        # bincount adds its weights into zeros one after another in input order, so every slot's
-        # sum is (((0 + c1) + c2) + ...) with its terms in query order, bit for bit what per-term
-        # ``scores[slots] += c`` gave, at a fraction of the cost of fancy-index read-add-writes.
-        # Hidden slots are scored too (cheaper than compressing every postings list) and masked
-        # out once at the end. A query that extends the previous one under the same statistics
-        # (the feedback pass: the query's terms, then expansion terms) starts from its sums: they
-        # lead the bincount (0 + prev is prev), so again each slot adds in the same order.
+        # Dense accumulators, a term at a time in query order with ``np.add.at`` (numpy's fast
+        # path for a float add with an index array: a fraction of the cost of the read-add-write
+        # of ``scores[slots] += c``, and the same sums bit for bit: a term's postings hold each slot
+        # once, so each slot still adds its terms one after another in query order). Hidden slots
+        # are scored too (cheaper than compressing every postings list) and masked out once at the
+        # end. A query that extends the previous one under the same statistics (the feedback pass:
+        # the query's terms, then expansion terms) starts from a copy of its sums.
         prev = stats.last
         done = 0
         if prev is not None and len(prev[0]) <= len(terms) and terms[: len(prev[0])] == prev[0]:
@@ -349,13 +348,12 @@ class BM25Index:
             new_slots = slot_parts[0] if len(slot_parts) == 1 else np.concatenate(slot_parts)
             counts = np.bincount(new_slots, minlength=n_slots)
             if prev is None:
-                weights = contrib_parts[0] if len(contrib_parts) == 1 else np.concatenate(contrib_parts)
-                scores = np.bincount(new_slots, weights=weights, minlength=n_slots)
+                scores = np.zeros(n_slots, dtype=np.float64)
             else:
                 counts += prev[2]
-                lead = np.arange(n_slots, dtype=np.int32)
-                scores = np.bincount(np.concatenate((lead, new_slots)),
-                                     weights=np.concatenate((prev[1], *contrib_parts)), minlength=n_slots)
+                scores = prev[1].copy()
+            for slots, contrib in zip(slot_parts, contrib_parts, strict=True):
+                np.add.at(scores, slots, contrib)
         # Not written in place later: a continuation reads them as they are.
         stats.last = (terms, scores, counts, any_hit)
         if not any_hit:

@@ -73,6 +73,10 @@ class VectorIndex:
         self._has = GrowArray(np.bool_, fill=False)  # row holds a usable vector
         self._hnsw: Index | None = None
         self._hnsw_bytes: int | None = None  # usearch's memory_usage, read again only after a change
+        # The last query vector normalised: one resonate searches and scores with the same vector
+        # five or six times. (input bytes and shape, unit vector, ok); replaced whole, so threads
+        # reading it never see half of one.
+        self._unit_memo: tuple[tuple, np.ndarray, np.ndarray] | None = None
 
     # -- bookkeeping --------------------------------------------------------
     @property
@@ -193,6 +197,17 @@ class VectorIndex:
         return index
 
     # -- reads --------------------------------------------------------------
+    def _unit(self, qvec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``normalize(qvec)``, remembered for the last vector (callers only read the result)."""
+        v = np.asarray(qvec, dtype=np.float32)
+        key = (v.shape, v.tobytes())
+        memo = self._unit_memo
+        if memo is not None and memo[0] == key:
+            return memo[1], memo[2]
+        q, ok = normalize(v)
+        self._unit_memo = (key, q, ok)
+        return q, ok
+
     def mean_vector(self, local_ids: np.ndarray) -> np.ndarray | None:
         """Mean of the unit vectors of the rows that have one (None if none has)."""
         ids = np.asarray(local_ids, dtype=np.int64)
@@ -202,7 +217,7 @@ class VectorIndex:
     def cosine(self, local_ids: np.ndarray, qvec: np.ndarray) -> np.ndarray:
         """Cosine of each row with qvec; NaN where the row has no vector."""
         ids = np.asarray(local_ids, dtype=np.int64)
-        q, ok = normalize(qvec)
+        q, ok = self._unit(qvec)
         out = np.full(ids.shape[0], np.nan, dtype=np.float64)
         if not ok[0] or ids.size == 0:
             return out
@@ -215,7 +230,7 @@ class VectorIndex:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (local ids, cosine) among allowed rows that have a vector."""
         n = self.n_rows
-        q, qok = normalize(qvec)
+        q, qok = self._unit(qvec)
         if k <= 0 or n == 0 or not qok[0]:
             return _EMPTY_I, _EMPTY_F
         q = q[0]

@@ -174,3 +174,25 @@ def test_query_top_equals_the_top_of_the_full_query() -> None:
                 got = idx.query_top(query, k, vis, mask, w)
             np.testing.assert_array_equal(got[0], want[0])
             np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_the_remembered_unit_query_vector_follows_the_vector() -> None:
+    from memory.engine.vectors import VectorIndex, normalize
+
+    rng = np.random.default_rng(9)
+    mat = rng.standard_normal((300, 16)).astype(np.float32)
+    vi = VectorIndex(16)
+    vi.add(np.arange(300), mat)
+    unit, _ = normalize(mat)
+    ids = np.arange(0, 300, 3)
+    q = rng.standard_normal(16).astype(np.float32)
+    for _ in range(5):
+        for shape in ((16,), (1, 16)):
+            qq = q.reshape(shape)
+            want = unit[ids] @ normalize(qq)[0][0]
+            np.testing.assert_array_equal(vi.cosine(ids, qq), want.astype(np.float64))
+            top, sims = vi.search(qq, 5)
+            np.testing.assert_array_equal(top, np.lexsort((np.arange(300), -(unit @ normalize(qq)[0][0])))[:5])
+        q[rng.integers(0, 16)] += 1.0  # the same array, changed in place: never the old unit vector
+    zero = np.zeros(16, np.float32)
+    assert np.isnan(vi.cosine(ids, zero)).all() and vi.search(zero, 5)[0].size == 0
