@@ -99,6 +99,14 @@ class AssetOutput(serializers.Serializer):
                                                                                   "id": a.owner_user_id}
 
 
+def _written(actor, asset, *, built_on: int | None = None) -> AssetOutput:
+    """The answer to a write of the asset: to an agent, the agent view of the reads (an asset it does
+    not own as it is served, people named without their email address): a write must not hand an
+    ACL writer the edit awaiting review that ``GET assets/{id}`` withholds (``selectors.as_written_by``)."""
+    return AssetOutput(selectors.as_written_by(actor, asset, built_on=built_on),
+                       context={"for_agent": actor.agent is not None})
+
+
 class AssetListCreateApi(Api):
     pagination_class = CursorPage
 
@@ -128,7 +136,11 @@ class AssetListCreateApi(Api):
         q = self.QueryInput(data=filter_params(request))
         q.is_valid(raise_exception=True)
         actor = request.actor
-        qs = access.readable_assets(actor).filter(selectors.served_to_q(actor)).filter(**q.validated_data)
+        d = dict(q.validated_data)
+        qs = access.readable_assets(actor).filter(selectors.served_to_q(actor))
+        if "status" in d:  # the status as the reader is given the asset (to an agent: as served)
+            qs = qs.filter(selectors.served_status_q(actor, d.pop("status")))
+        qs = qs.filter(**d)
         # An agent is given each asset it does not own as it is served (the approved version), as
         # in its context: paginate() would serialise the rows as they are stored.
         paginator = self.pagination_class()
@@ -146,7 +158,7 @@ class AssetListCreateApi(Api):
         d = dict(s.validated_data)
         team = team_from_input(request.actor, d.pop("team_id"))
         asset = services.asset_create(actor=request.actor, team=team, request_id=self.request_id(), **d)
-        return Response(AssetOutput(asset).data, status=status.HTTP_201_CREATED)
+        return Response(_written(request.actor, asset).data, status=status.HTTP_201_CREATED)
 
 
 class AssetDetailApi(Api):
@@ -179,9 +191,9 @@ class AssetDetailApi(Api):
         s.is_valid(raise_exception=True)
         d = dict(s.validated_data)
         expected = d.pop("expected_version")
-        asset, _ = services.asset_update(actor=request.actor, asset=asset, data=d, expected_version=expected,
-                                         request_id=self.request_id())
-        return Response(AssetOutput(asset).data)
+        asset, versioned = services.asset_update(actor=request.actor, asset=asset, data=d,
+                                                 expected_version=expected, request_id=self.request_id())
+        return Response(_written(request.actor, asset, built_on=expected if versioned else None).data)
 
 
 class AssetVersionOutput(serializers.Serializer):
@@ -255,16 +267,26 @@ class AssetVersionDetailApi(Api):
 class AssetTransitionApi(Api):
     class InputSerializer(StrictSerializer):
         to = serializers.ChoiceField(choices=AssetStatus.choices)
-        expected_version = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+        expected_version = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None,
+                                                    help_text="The asset's current version, else a 409. "
+                                                              "Required to approve: the version reviewed.")
         note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="",
                                      help_text="Why (a rejection's reason, for the author): kept in the audit "
                                                "entry and shown on the asset's page.")
+
+        def validate(self, attrs):
+            # A candidate stays editable by its owner while it waits: an approval that names no
+            # version approved (and served) whatever was saved after the approver read it.
+            if attrs["to"] == AssetStatus.APPROVED and attrs["expected_version"] is None:
+                raise serializers.ValidationError({"expected_version": [
+                    "Required to approve: the version you reviewed (a newer one is a 409)."]})
+            return attrs
 
     @extend_schema(request=InputSerializer, responses={200: AssetOutput, 409: ErrorResponse})
     def post(self, request, asset_id: int):
         """Moves the asset along its lifecycle (draft, approved, deprecated, …). Approving needs an approver
         of the target scope, rejecting its owner or an approver, any other move a writer; an illegal move
-        is a 400, a stale expected_version a 409."""
+        is a 400, a stale expected_version a 409. Approving needs expected_version, the version reviewed."""
 
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
@@ -274,7 +296,7 @@ class AssetTransitionApi(Api):
         asset = services.asset_transition(actor=request.actor, asset=asset, to=d["to"],
                                           expected_version=d["expected_version"], note=d["note"],
                                           request_id=self.request_id())
-        return Response(AssetOutput(asset).data)
+        return Response(_written(request.actor, asset).data)
 
 
 class AssetPromoteApi(Api):
@@ -295,7 +317,7 @@ class AssetPromoteApi(Api):
         asset = services.asset_promote(actor=request.actor, asset=asset, visibility=d["visibility"],
                                        team=team_from_input(request.actor, d["team_id"]),
                                        expected_version=d["expected_version"], request_id=self.request_id())
-        return Response(AssetOutput(asset).data)
+        return Response(_written(request.actor, asset).data)
 
 
 # --- ACL ---------------------------------------------------------------------------------------------
@@ -312,8 +334,15 @@ class GrantOutput(serializers.Serializer):
     grantee_team_role = serializers.CharField()
     permission = serializers.CharField()
     granted_by_id = serializers.IntegerField(allow_null=True)
-    granted_by_label = serializers.CharField()
+    granted_by_label = serializers.SerializerMethodField(help_text=(
+        "Who granted it (user:<name> or agent:<name>); to agent keys a name that is an email address "
+        "shows its local part only."))
     created_at = serializers.DateTimeField()
+
+    def get_granted_by_label(self, g) -> str:
+        from .context import label_for_agents
+
+        return label_for_agents(g.granted_by_label) if self.context.get("for_agent") else g.granted_by_label
 
 
 class GrantListCreateApi(Api):
@@ -359,7 +388,7 @@ class GrantListCreateApi(Api):
         obj, _ = services.acl_object_for_admin(request.actor, d["object_type"], d["object_id"],
                                                request_id=self.request_id(), new_grant=False)
         qs = AccessGrant.objects.filter(org=request.actor.org, object_type=d["object_type"], object_id=obj.id)
-        return paginate(self, qs, GrantOutput)
+        return paginate(self, qs, GrantOutput, context={"for_agent": request.actor.agent is not None})
 
     @extend_schema(request=InputSerializer, responses={201: GrantOutput})
     def post(self, request):
@@ -375,7 +404,8 @@ class GrantListCreateApi(Api):
         d.pop("object_id")
         grant = services.grant_create(actor=request.actor, obj=obj, reason=reason, request_id=self.request_id(),
                                       **d)
-        return Response(GrantOutput(grant).data, status=status.HTTP_201_CREATED)
+        return Response(GrantOutput(grant, context={"for_agent": request.actor.agent is not None}).data,
+                        status=status.HTTP_201_CREATED)
 
 
 class GrantDetailApi(Api):
@@ -396,7 +426,9 @@ class BindingOutput(serializers.Serializer):
     agent_id = serializers.IntegerField()
     asset_id = serializers.IntegerField()
     asset_kind = serializers.CharField(source="asset.kind")
-    asset_title = serializers.CharField(source="asset.title")
+    asset_title = serializers.SerializerMethodField(help_text=(
+        "The asset's title. To the agent's own key, the title of the version it is served (an edit awaiting "
+        "review is not named), null when it receives nothing from the asset."))
     mode = serializers.CharField()
     priority = serializers.IntegerField()
     created_at = serializers.DateTimeField()
@@ -406,12 +438,18 @@ class BindingOutput(serializers.Serializer):
         "of an asset whose visibility no longer includes the agent."))
     served_version = serializers.SerializerMethodField(help_text="The asset version the agent is served, or null.")
     note = serializers.SerializerMethodField(help_text=(
-        "Why the agent receives nothing, or an older version than the asset's current one; empty otherwise."))
+        "Why the agent receives nothing, or an older version than the asset's current one; empty otherwise "
+        "(to the agent's own key, empty when a newer version awaits review)."))
 
     def _serving(self, b) -> tuple[int | None, str]:
         if not hasattr(b, "_serving"):  # one eligibility check for the three fields
             b._serving = selectors.binding_serving(b)
         return b._serving
+
+    def get_asset_title(self, b) -> str | None:
+        if self.context.get("reader") is None:
+            return b.asset.title
+        return self.context["titles"].get(b.asset_id)  # selectors.titles_read_by
 
     def get_served(self, b) -> bool:
         return self._serving(b)[0] is not None
@@ -420,6 +458,11 @@ class BindingOutput(serializers.Serializer):
         return self._serving(b)[0]
 
     def get_note(self, b) -> str:
+        # To the agent itself, an asset it does not own as GET assets/{id} shows it: what it is
+        # served, not that a newer version awaits review (nor that version's number).
+        reader = self.context.get("reader")
+        if reader is not None and selectors.reads_served(reader, b.asset) and selectors.pending_version(b.asset):
+            return ""
         return self._serving(b)[1]
 
 
@@ -437,9 +480,13 @@ class AgentBindingListApi(Api):
         agent = team_access.access_agent_by_id(request.actor, agent_id, for_write=False)
         if not (request.actor.agent is not None and request.actor.agent.id == agent.id):
             services.require_binding_admin(request.actor, agent)
-        rows = (AgentBinding.objects.filter(org=request.actor.org, agent=agent).select_related("asset", "agent")
-                .order_by("priority", "asset_id"))
-        return Response({"results": BindingOutput(rows, many=True).data})
+        rows = list(AgentBinding.objects.filter(org=request.actor.org, agent=agent).select_related("asset", "agent")
+                    .order_by("priority", "asset_id"))
+        context = {}
+        if request.actor.agent is not None:  # the agent itself: titles as GET assets/{id} gives them
+            context = {"reader": request.actor,
+                       "titles": selectors.titles_read_by(request.actor, [b.asset for b in rows])}
+        return Response({"results": BindingOutput(rows, many=True, context=context).data})
 
     @extend_schema(request=InputSerializer, responses={201: BindingOutput, 200: BindingOutput})
     def post(self, request, agent_id: int):

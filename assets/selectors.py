@@ -7,7 +7,9 @@ context, the index and the ``memory_get`` tool keep giving the approved text."""
 
 from __future__ import annotations
 
-from django.db.models import Q
+from copy import copy
+
+from django.db.models import F, Q
 
 from teams.auth import Actor
 
@@ -98,6 +100,53 @@ def as_read_by(actor: Actor, assets: list[Asset]) -> list[Asset]:
         return list(assets)
     served = {a.id for a in with_served_content([a for a in assets if reads_served(actor, a)])}
     return [a for a in assets if not reads_served(actor, a) or a.id in served]
+
+
+def as_written_by(actor: Actor, asset: Asset, *, built_on: int | None = None) -> Asset:
+    """The asset as the answer to this actor's write of it (an edit, a move, a promotion) shows it.
+    People and its owning agent get it as stored. Another agent (an ACL writer) gets what it would
+    read (``as_read_by``), except a version it has just saved on top of the version it is served
+    (``built_on``, the version the write started from): that one holds only the served text and its
+    own, so the agent sees what it wrote. A version built on an edit awaiting review holds text the
+    agent was never given, and so does an asset nothing of which is served to it: for the latter the
+    answer carries no content (title, summary, body and node ids empty), only the state the write
+    left. The instance may be changed in memory and must not be saved."""
+    if not reads_served(actor, asset) or (built_on is not None and built_on == served_version(asset)):
+        return asset
+    shown = as_read_by(actor, [asset])
+    if shown:
+        return shown[0]
+    for f in _CONTENT:
+        setattr(asset, f, [] if f == "node_ids" else "")
+    return asset
+
+
+def served_status_q(actor: Actor, status: str) -> Q:
+    """SQL: the assets (among ``served_to_q``'s) whose status, as this reader is given them, is
+    ``status``. An agent is given every asset it does not own as approved (``with_served_content``
+    relabels a served candidate or sent-back draft), so filtering on the stored status would tell it
+    which carry an edit awaiting review, and drop from ``approved`` assets it is served."""
+    if actor.agent is None:
+        return Q(status=status)
+    own = Q(owner_agent=actor.agent)
+    relabelled = ~Q(version=F("approved_version"))  # shown as its approved version, so as approved
+    if status == AssetStatus.APPROVED:
+        return (own & Q(status=status)) | (~own & (Q(status=status) | relabelled))
+    return Q(status=status) & (own | ~relabelled)
+
+
+def titles_read_by(actor: Actor, assets: list[Asset]) -> dict[int, str | None]:
+    """{asset id: its title as this reader is given it}: for an agent, None for an asset it does
+    not own whose visibility no longer includes it or of which nothing is served, else the served
+    version's title (a binding's answer must not name what ``GET assets/{id}`` hides). The assets are
+    not changed."""
+    from .access import agent_eligible
+
+    if actor.agent is None:
+        return {a.id: a.title for a in assets}
+    eligible = [copy(a) for a in assets if not reads_served(actor, a) or agent_eligible(actor.agent, a)]
+    shown = {a.id: a.title for a in as_read_by(actor, eligible)}
+    return {a.id: shown.get(a.id) for a in assets}
 
 
 def serving_note(asset: Asset) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from assets.models import AuditEvent
+from assets.models import Asset, AuditEvent
 
 
 def weave(client, text: str, *, visibility: str = "private", session: str = "", team_id=None,
@@ -32,10 +32,22 @@ def grant(client, object_type: str, object_id: int, *, status: int = 201, **gran
     return r.json()
 
 
-def approve(client, asset_id: int, *, status: int = 200) -> dict:
-    r = client.post(f"/api/v1/assets/{asset_id}/transition", {"to": "approved"}, format="json")
+def approve(client, asset_id: int, *, version: int | None = None, status: int = 200) -> dict:
+    """Approves ``version`` (the asset's current one if not given, as an approver who has just
+    reviewed it): approving names the version reviewed."""
+    if version is None:
+        version = Asset.objects.get(id=asset_id).version
+    r = client.post(f"/api/v1/assets/{asset_id}/transition", {"to": "approved", "expected_version": version},
+                    format="json")
     assert r.status_code == status, r.content
     return r.json()
+
+
+def moved(asset_id: int, to: str, **extra) -> dict:
+    """A transition's body: a move to approved names the version reviewed, here the current one."""
+    if to == "approved":
+        extra.setdefault("expected_version", Asset.objects.get(id=asset_id).version)
+    return {"to": to, **extra}
 
 
 def last_event(org, **filters) -> AuditEvent | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import create_asset, last_event
+from .helpers import create_asset, last_event, moved
 from .test_approved_edit_review import APPROVED_TEXT, INJECTION, _approved_team_skill, _edit, fresh_cache  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -55,7 +55,7 @@ def test_agent_rest_reads_of_a_bound_asset_serve_the_approved_version(world, cli
     # Approved: the agent is given the new version.
     bob.post(f"/api/v1/assets/{aid}/transition", {"to": "candidate"}, format="json")
     # (carol may propose it again; bob approves)
-    assert bob.post(f"/api/v1/assets/{aid}/transition", {"to": "approved"}, format="json").status_code == 200
+    assert bob.post(f"/api/v1/assets/{aid}/transition", moved(aid, "approved"), format="json").status_code == 200
     got = bot.get(f"/api/v1/assets/{aid}").json()
     assert got["body"] == INJECTION and got["version"] == 2
 
@@ -100,7 +100,7 @@ def test_node_governance_names_a_bound_asset_as_the_agent_is_served_it(world, cl
     aid = create_asset(carol, kind="chat_memory", title="Deploy facts", node_ids=[nid])["id"]
     assert carol.post(f"/api/v1/assets/{aid}/promote", {"visibility": "team", "team_id": a.team.id},
                       format="json").status_code == 200
-    assert bob.post(f"/api/v1/assets/{aid}/transition", {"to": "approved"}, format="json").status_code == 200
+    assert bob.post(f"/api/v1/assets/{aid}/transition", moved(aid, "approved"), format="json").status_code == 200
     assert bob.post(f"/api/v1/agents/{a.agent.id}/bindings", {"asset_id": aid}, format="json").status_code == 201
     r = carol.patch(f"/api/v1/assets/{aid}", {"expected_version": 1, "title": INJECTION[:200]}, format="json")
     assert r.status_code == 200 and r.json()["status"] == "candidate"

@@ -9,7 +9,7 @@ import pytest
 from teams.models import TeamMembership, TeamRole
 from tests.teams.invites import legacy_member
 
-from .helpers import create_asset, weave
+from .helpers import create_asset, moved, weave
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_cache")]
 
@@ -29,7 +29,7 @@ def test_an_invited_persons_address_is_not_in_an_agents_recall_or_versions(world
     aid = create_asset(d, kind="skill", title="Launches", body="Launch on Tuesdays.", visibility="team",
                        team_id=a.team.id)["id"]
     assert d.post(f"/api/v1/assets/{aid}/transition", {"to": "candidate"}, format="json").status_code == 200
-    r = d.post(f"/api/v1/assets/{aid}/transition", {"to": "approved", "note": "checked with ops"}, format="json")
+    r = d.post(f"/api/v1/assets/{aid}/transition", moved(aid, "approved", note="checked with ops"), format="json")
     assert r.status_code == 200, r.content
     r = d.post(f"/api/v1/agents/{a.agent.id}/bindings", {"asset_id": aid, "mode": "full"}, format="json")
     assert r.status_code == 201, r.content

@@ -7,13 +7,13 @@ import pytest
 from assets.models import Asset, AuditEvent
 from teams.models import Team, TeamMembership, TeamRole
 
-from .helpers import approve, create_asset, last_event
+from .helpers import approve, create_asset, last_event, moved
 
 pytestmark = pytest.mark.django_db
 
 
 def _to(client, asset_id, to, status=200):
-    r = client.post(f"/api/v1/assets/{asset_id}/transition", {"to": to}, format="json")
+    r = client.post(f"/api/v1/assets/{asset_id}/transition", moved(asset_id, to), format="json")
     assert r.status_code == status, r.content
     return r.json()
 
@@ -139,7 +139,7 @@ def test_approving_a_promotion_whose_team_is_gone_is_409_and_writes_nothing(worl
     Team.objects.filter(id=a.team.id).delete()  # the row goes without the service's withdrawal
     before = AuditEvent.objects.filter(org=a.org, action="asset.transition").count()
 
-    r = client_for(a.owner).post(f"/api/v1/assets/{aid}/transition", {"to": "approved"}, format="json")
+    r = client_for(a.owner).post(f"/api/v1/assets/{aid}/transition", moved(aid, "approved"), format="json")
     assert r.status_code == 409, r.content
     assert r.json()["error"]["code"] == "target_team_gone"
     asset = Asset.objects.get(id=aid)

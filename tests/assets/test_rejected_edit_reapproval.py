@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import approve, create_asset, last_event
+from .helpers import approve, create_asset, last_event, moved
 from .test_approved_edit_review import (  # noqa: F401
     APPROVED_TEXT,
     INJECTION,
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _to(client, aid, to):
-    return client.post(f"/api/v1/assets/{aid}/transition", {"to": to}, format="json")
+    return client.post(f"/api/v1/assets/{aid}/transition", moved(aid, to), format="json")
 
 
 def _rejected(world, client_for):

@@ -10,13 +10,13 @@ import pytest
 from assets.models import Asset, AuditEvent
 from teams.models import TeamMembership, TeamRole
 
-from .helpers import create_asset
+from .helpers import create_asset, moved
 
 pytestmark = pytest.mark.django_db
 
 
 def _move(client, asset_id, to):
-    return client.post(f"/api/v1/assets/{asset_id}/transition", {"to": to}, format="json")
+    return client.post(f"/api/v1/assets/{asset_id}/transition", moved(asset_id, to), format="json")
 
 
 def _moves(org) -> int:

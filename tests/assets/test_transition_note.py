@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from .helpers import last_event
+from .helpers import last_event, moved
 from .test_approved_edit_review import _approved_team_skill, _edit, fresh_cache  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +27,7 @@ def test_a_rejection_says_why_to_the_author(world, client_for):
     html = console.get(f"/console/assets/{aid}/").content.decode()
     assert 'id="last-move-note"' in html and "Keep the canary step." in html
     # the next move replaces it; a note over 500 characters is refused, nothing written
-    r = bob.post(f"/api/v1/assets/{aid}/transition", {"to": "approved", "note": "x" * 501}, format="json")
+    r = bob.post(f"/api/v1/assets/{aid}/transition", moved(aid, "approved", note="x" * 501), format="json")
     assert r.status_code == 400 and "note" in r.json()["error"]["fields"]
-    assert bob.post(f"/api/v1/assets/{aid}/transition", {"to": "approved"}, format="json").status_code == 200
+    assert bob.post(f"/api/v1/assets/{aid}/transition", moved(aid, "approved"), format="json").status_code == 200
     assert carol.get(f"/api/v1/assets/{aid}").json()["last_move_note"] == {}

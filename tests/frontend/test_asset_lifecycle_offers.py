@@ -15,6 +15,7 @@ from assets import services
 from assets.models import Asset, AssetStatus
 from memory.models import Visibility
 from teams.models import Membership, Role, TeamMembership, TeamRole
+from tests.assets.helpers import moved
 
 from .conftest import actor
 
@@ -124,7 +125,8 @@ def test_the_console_offers_exactly_what_the_service_accepts(scenario, world, pe
             console, f"/console/assets/{asset.id}/", {"op": "transition", "to": to, "expected_version": asset.version},
             asset_id=asset.id, to=to)}
         by_api = {to for to in AssetStatus.values if _accepted(
-            api, f"/api/v1/assets/{asset.id}/transition", {"to": to}, asset_id=asset.id, to=to, format="json")}
+            api, f"/api/v1/assets/{asset.id}/transition", moved(asset.id, to), asset_id=asset.id, to=to,
+            format="json")}
         assert by_console == expected, (scenario, role)
         assert by_api == expected, (scenario, role)
 

@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from frontend import selectors
 from teams.auth import Actor
 from teams.models import Role
+from tests.assets.helpers import moved
 from tests.assets.test_approved_edit_review import _approved_team_skill, _edit
 
 pytestmark = pytest.mark.django_db
@@ -45,7 +46,7 @@ def test_an_org_admin_outside_the_team_can_open_and_approve_a_pending_edit(world
     assert aid in [x.id for x in selectors.assets_awaiting_approval(actor=_user_actor(a.admin, a.org, role=Role.ADMIN))]
     r = admin.get(f"/api/v1/assets/{aid}")
     assert r.status_code == 200 and r.json()["body"] == "Deploy on Tuesdays only."
-    r = admin.post(f"/api/v1/assets/{aid}/transition", {"to": "approved"}, format="json")
+    r = admin.post(f"/api/v1/assets/{aid}/transition", moved(aid, "approved"), format="json")
     assert r.status_code == 200 and r.json()["served_version"] == 2, r.content
     # once approved, the team asset is again the team's: she is not in it
     assert admin.get(f"/api/v1/assets/{aid}").status_code == 404
