@@ -167,6 +167,10 @@ CHANNEL_LAYERS = {
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)
+# No caller reads a task's result: with results kept, every send first subscribed to its result on
+# the result backend (Redis), and with Redis down that retried 20 times (~19 s, 20 log lines) before
+# the broker refused the message and the caller fell back (a proxy write-back waited that long).
+CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -13,7 +13,8 @@ from nylon_project.celery import TRANSIENT_RETRY
 log = logging.getLogger("nylon.reflection")
 
 
-@shared_task(acks_late=True, name="reflection.probe")
+# Its caller waits for the answer (the only task whose result is read: CELERY_TASK_IGNORE_RESULT).
+@shared_task(acks_late=True, name="reflection.probe", ignore_result=False)
 def probe(org_id: int, token: str) -> str:
     """Round-trip check used by tests and operators: proves a worker reaches the database."""
     from assets import audit
