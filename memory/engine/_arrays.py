@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GrowArray"]
+__all__ = ["GrowArray", "sorted_unique"]
 
 
 class GrowArray:
@@ -65,3 +65,15 @@ class GrowArray:
         self.reserve(self._n + m)
         self._data[self._n : self._n + m] = values
         self._n += m
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` (1-d): the distinct values ascending, by a sort. numpy 2's hash-based
+    ``unique`` is 3-4x slower on the few hundred ids a query deduplicates at a time."""
+    s = np.sort(np.asarray(values).reshape(-1))
+    if s.size < 2:
+        return s
+    first = np.empty(s.size, dtype=bool)
+    first[0] = True
+    np.not_equal(s[1:], s[:-1], out=first[1:])
+    return s[first]

@@ -37,6 +37,8 @@ def rank_order(values: np.ndarray, tie: np.ndarray, eps: float = RANK_TIE_EPS, a
     # distinct); the -inf (NaN) tail is a group of its own, never part of a finite value's group.
     a, b = np.where(fin[:-1], sv[:-1], 0.0), np.where(fin[1:], sv[1:], 0.0)
     new = (gap > np.maximum(eps * np.maximum(np.abs(a), np.abs(b)), abs_eps)) | (fin[:-1] != fin[1:])
+    if new.all():  # no two values tie: the first order stands (and a second sort would keep it)
+        return order
     group = np.concatenate(([0], np.cumsum(new)))
     return order[np.lexsort((np.asarray(tie)[order], group))]
 

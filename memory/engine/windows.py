@@ -20,6 +20,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ._arrays import sorted_unique
 from .bm25 import BM25Index, BM25Query
 from .ranking import COSINE_TIE_ABS, rank_order
 
@@ -259,7 +260,7 @@ def window_vector_top(
     if top.size == 0:
         return np.empty(0, np.int64), np.empty(0, np.float64)
     members = windows.member_matrix(top)
-    cand = np.unique(members[members >= 0])
+    cand = sorted_unique(members[members >= 0])
     cand = cand[seedable[cand]]
     wc = window_cosine(windows, vectors, cand, qvec, visible)
     wc = np.where(np.isnan(wc), -np.inf, wc)

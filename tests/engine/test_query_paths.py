@@ -196,3 +196,53 @@ def test_the_remembered_unit_query_vector_follows_the_vector() -> None:
         q[rng.integers(0, 16)] += 1.0  # the same array, changed in place: never the old unit vector
     zero = np.zeros(16, np.float32)
     assert np.isnan(vi.cosine(ids, zero)).all() and vi.search(zero, 5)[0].size == 0
+
+
+def test_sorted_unique_equals_np_unique() -> None:
+    from memory.engine._arrays import sorted_unique
+
+    rng = np.random.default_rng(10)
+    for n in (0, 1, 2, 3, 50, 400, 3000):
+        for dtype in (np.int64, np.int32, np.float64):
+            a = rng.integers(0, max(n, 1) * 2, n).astype(dtype)
+            got = sorted_unique(a)
+            want = np.unique(a)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+
+
+def _rank_order_reference(values: np.ndarray, tie: np.ndarray, eps: float, abs_eps: float) -> list[int]:
+    """Sorted by value descending; runs of values each within eps (relative) / abs_eps of the one
+    before form a group ordered by tie; NaN and -inf last, as their own group."""
+    v = [(-math.inf if math.isnan(x) else float(x)) for x in values]
+    order = sorted(range(len(v)), key=lambda i: (-v[i], tie[i]))
+    groups: list[list[int]] = []
+    for i in order:
+        if groups:
+            p = v[groups[-1][-1]]
+            both_fin = math.isfinite(p) and math.isfinite(v[i])
+            same = (not math.isfinite(p) and not math.isfinite(v[i])) or (
+                both_fin and p - v[i] <= max(eps * max(abs(p), abs(v[i])), abs_eps)
+            )
+            if same:
+                groups[-1].append(i)
+                continue
+        groups.append([i])
+    return [i for g in groups for i in sorted(g, key=lambda i: tie[i])]
+
+
+def test_rank_order_equals_its_definition() -> None:
+    from memory.engine.ranking import rank_order
+
+    rng = np.random.default_rng(11)
+    for it in range(400):
+        n = int(rng.integers(0, 60))
+        v = rng.random(n)
+        if it % 3 == 0:  # near-ties and exact ties
+            v = np.round(v, 2) + rng.random(n) * 1e-9
+        if it % 4 == 0 and n:
+            v[rng.random(n) < 0.2] = np.nan
+        tie = rng.permutation(1000)[:n]
+        abs_eps = [0.0, 1e-6][it % 2]
+        got = rank_order(v, tie, abs_eps=abs_eps).tolist()
+        assert got == _rank_order_reference(v, tie, 1e-6, abs_eps)
