@@ -105,13 +105,13 @@ def as_read_by(actor: Actor, assets: list[Asset]) -> list[Asset]:
 def as_written_by(actor: Actor, asset: Asset, *, built_on: int | None = None) -> Asset:
     """The asset as the answer to this actor's write of it (an edit, a move, a promotion) shows it.
     People and its owning agent get it as stored. Another agent (an ACL writer) gets what it would
-    read (``as_read_by``), except a version it has just saved on top of the version it is served
-    (``built_on``, the version the write started from): that one holds only the served text and its
-    own, so the agent sees what it wrote. A version built on an edit awaiting review holds text the
-    agent was never given, and so does an asset nothing of which is served to it: for the latter the
-    answer carries no content (title, summary, body and node ids empty), only the state the write
-    left. The instance may be changed in memory and must not be saved."""
-    if not reads_served(actor, asset) or (built_on is not None and built_on == served_version(asset)):
+    read (``as_read_by``), except a version it has just saved (``built_on``, the version the write
+    started from): the service lets such an agent write only on the version it is served or on its
+    own edit awaiting review (``services._writes_on_what_it_reads``), so that version holds only the
+    served text and its own, and the agent sees what it wrote. An asset nothing of which is served
+    to it is answered without content (title, summary, body and node ids empty), only the state the
+    write left. The instance may be changed in memory and must not be saved."""
+    if not reads_served(actor, asset) or built_on is not None:
         return asset
     shown = as_read_by(actor, [asset])
     if shown:

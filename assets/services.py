@@ -16,7 +16,7 @@ from nylon_project.errors import Conflict
 from teams.auth import Actor
 from teams.models import Agent, Team
 
-from . import access, audit
+from . import access, audit, selectors
 from .models import (
     AccessGrant,
     AgentBinding,
@@ -141,18 +141,40 @@ def asset_create(*, actor: Actor, kind: str, title: str, summary: str = "", body
     return asset
 
 
-def _lock(asset: Asset, expected_version: int | None) -> Asset:
+STALE_FOR_AGENTS = "Stale version: the asset changed since the version you read; read it again."
+
+
+def _lock(asset: Asset, expected_version: int | None, actor: Actor | None = None) -> Asset:
     asset = Asset.objects.select_for_update().get(pk=asset.pk)
     if expected_version is not None and expected_version != asset.version:
+        if actor is not None and selectors.reads_served(actor, asset):
+            # An agent reads the served version: the current number would tell it an edit awaits
+            # review, and let it write on top of text no approver has seen.
+            raise Conflict(STALE_FOR_AGENTS)
         raise Conflict(f"Stale version: the asset is at version {asset.version}, you sent {expected_version}.")
     return asset
+
+
+def _writes_on_what_it_reads(actor: Actor, asset: Asset) -> bool:
+    """An agent writing to an asset it does not own (an ACL write grant) writes on the version it is
+    served, or on its own edit awaiting review: not on another's unreviewed edit, whose text it was
+    never given and would sign its name under."""
+    if not selectors.reads_served(actor, asset):
+        return True
+    if asset.version == selectors.served_version(asset):
+        return True
+    author = (AssetVersion.objects.filter(asset=asset, version=asset.version)
+              .values_list("author_label", flat=True).first())
+    return author == actor.label[:255]
 
 
 @transaction.atomic
 def asset_update(*, actor: Actor, asset: Asset, data: dict, expected_version: int,
                  request_id: str = "") -> tuple[Asset, bool]:
     """Returns (asset, created_a_version). Identical content creates no version (idempotent)."""
-    asset = _lock(asset, expected_version)
+    asset = _lock(asset, expected_version, actor)
+    if not _writes_on_what_it_reads(actor, asset):
+        raise Conflict(STALE_FOR_AGENTS)
     # The caller's access check read the row before this lock. A visibility change bumps no version,
     # so expected_version cannot catch an owner narrowing the asset in between: decide again on the
     # locked row, or a team admin's stale request would still write into a now-private asset.
@@ -226,7 +248,7 @@ def asset_update(*, actor: Actor, asset: Asset, data: dict, expected_version: in
 def asset_promote(*, actor: Actor, asset: Asset, visibility: str, team: Team | None,
                   expected_version: int | None = None, request_id: str = "") -> Asset:
     """Personal → team/org: the asset becomes a candidate; an approver applies the promotion."""
-    asset = _lock(asset, expected_version)
+    asset = _lock(asset, expected_version, actor)
     if not access._owns(actor, asset):
         raise PermissionDenied("Only the owner may propose a promotion.")
     if asset.status != AssetStatus.DRAFT:
@@ -351,11 +373,15 @@ def asset_transition(*, actor: Actor, asset: Asset, to: str, expected_version: i
                      note: str = "", request_id: str = "") -> Asset:
     """``note``: why (a rejection's reason, for the author), kept in the audit entry and shown on the
     asset's page beside the move."""
-    asset = _lock(asset, expected_version)
+    asset = _lock(asset, expected_version, actor)
     if to not in legal_moves(asset.status, asset.approved_version):
         raise ValidationError({"to": [f"Illegal transition {asset.status} → {to}."]})
     if not transition_allowed(actor=actor, asset=asset, to=to):
         raise PermissionDenied(_TRANSITION_REFUSALS[_transition_right(to)])
+    if to == AssetStatus.APPROVED and expected_version is None:
+        # What is approved is a version's text: the one the approver read, not whatever the owner
+        # saved since (every caller: the API's input says so first, the console's form sends it).
+        raise ValidationError({"expected_version": ["Required to approve: the version you reviewed."]})
     frm = asset.status
     detail: dict = {"from": frm, "to": to}
     if note.strip():

@@ -32,26 +32,35 @@ def _agent_writer(world, client_for):
     return aid, carol, bob, client_for(a.key)
 
 
-def test_agent_writer_is_answered_the_served_version_not_a_pending_edit(world, client_for):
+def test_agent_writer_cannot_write_on_another_members_pending_edit(world, client_for):
+    """It is served version 1 while carol's version 2 awaits review: a write at version 1 is stale,
+    and the 409 does not name the current version; one at a guessed version 2 is refused alike (it
+    would put the agent's name under text no approver has seen, and answer with it)."""
     aid, carol, _bob, bot = _agent_writer(world, client_for)
     assert _edit(carol, aid, 1, INJECTION)["status"] == "candidate"
     got = bot.get(f"/api/v1/assets/{aid}").json()
     assert got["body"] == APPROVED_TEXT and got["version"] == 1
 
-    # a PATCH that changes nothing, at the current version
-    r = bot.patch(f"/api/v1/assets/{aid}", {"expected_version": 2}, format="json")
-    assert r.status_code == 200, r.content
-    assert INJECTION not in r.content.decode()
-    body = r.json()
-    assert body["body"] == APPROVED_TEXT and body["version"] == 1 and body["status"] == "approved"
-    assert body == {**got, "updated_at": body["updated_at"]}  # what GET gives it
+    for version, change in ((1, {}), (1, {"title": "Deploys (typo fixed)"}), (2, {}),
+                            (2, {"title": "Deploys (typo fixed)"})):
+        r = bot.patch(f"/api/v1/assets/{aid}", {"expected_version": version, **change}, format="json")
+        assert r.status_code == 409, r.content
+        text = r.content.decode()
+        assert INJECTION not in text and "version 2" not in text and "read it again" in text
+    assert carol.get(f"/api/v1/assets/{aid}").json()["version"] == 2  # nothing written
+    # people still get the number (they read the current version)
+    r = carol.patch(f"/api/v1/assets/{aid}", {"expected_version": 1, "title": "x"}, format="json")
+    assert r.status_code == 409 and "at version 2" in r.content.decode()
 
-    # a change made on top of the pending edit: the new version holds carol's unapproved body
-    r = bot.patch(f"/api/v1/assets/{aid}", {"expected_version": 2, "title": "Deploys (typo fixed)"}, format="json")
+
+def test_agent_writer_may_write_again_on_its_own_pending_edit(world, client_for):
+    aid, _carol, _bob, bot = _agent_writer(world, client_for)
+    r = bot.patch(f"/api/v1/assets/{aid}", {"expected_version": 1, "body": "Deploy blue-green."}, format="json")
+    assert r.status_code == 200 and r.json()["version"] == 2
+    r = bot.patch(f"/api/v1/assets/{aid}", {"expected_version": 2, "body": "Deploy blue-green; page on-call."},
+                  format="json")
     assert r.status_code == 200, r.content
-    assert INJECTION not in r.content.decode()
-    assert r.json()["body"] == APPROVED_TEXT and r.json()["version"] == 1
-    assert carol.get(f"/api/v1/assets/{aid}").json()["version"] == 3  # written all the same
+    assert r.json()["version"] == 3 and r.json()["body"] == "Deploy blue-green; page on-call."
 
 
 def test_agent_writer_sees_what_it_wrote_on_the_served_version(world, client_for):

@@ -75,3 +75,25 @@ def test_an_approver_keeps_the_approval_through_the_same_moves(world, client_for
     _patch(admin, aid, expected_version=1, visibility="private")
     body = _patch(admin, aid, expected_version=1, visibility="restricted")
     assert body["status"] == "approved" and body["approved_version"] == 1
+
+
+def test_the_service_refuses_an_approval_that_names_no_version(world, client_for):
+    """Every caller names the version it approves: the API's input and the console's form did, a
+    hand-made console POST without it approved whatever the owner had saved since."""
+    from rest_framework.exceptions import ValidationError
+
+    from assets import services
+    from assets.models import Asset
+    from teams.auth import Actor
+
+    from .helpers import create_asset
+
+    a = world["a"]
+    admin = client_for(a.admin)
+    aid = create_asset(admin, kind="skill", title="Ops", body=APPROVED_TEXT, visibility="org")["id"]
+    assert admin.post(f"/api/v1/assets/{aid}/transition", {"to": "candidate"}, format="json").status_code == 200
+    with pytest.raises(ValidationError) as exc:
+        services.asset_transition(actor=Actor(org=a.org, user=a.admin, role="admin"),
+                                  asset=Asset.objects.get(pk=aid), to="approved")
+    assert "expected_version" in exc.value.detail
+    assert Asset.objects.get(pk=aid).status == "candidate"

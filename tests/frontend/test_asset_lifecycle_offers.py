@@ -59,7 +59,7 @@ def _scenario(name: str, world, people) -> Asset:
 
     def move(act, asset, *states) -> Asset:
         for to in states:
-            asset = services.asset_transition(actor=act, asset=asset, to=to)
+            asset = services.asset_transition(actor=act, asset=asset, to=to, expected_version=asset.version)
         return asset
 
     if name == "draft_private":

@@ -129,7 +129,7 @@ def seeded(world):
     skill = asset_services.asset_create(actor=owner, kind="skill", title="Escalation skill", visibility="org",
                                         summary="Page the on-call engineer", body="Page the on-call engineer.")
     for to in ("candidate", "approved"):
-        asset_services.asset_transition(actor=owner, asset=skill, to=to)
+        asset_services.asset_transition(actor=owner, asset=skill, to=to, expected_version=skill.version)
     asset_services.asset_create(actor=owner, kind="persona", title="Team persona", visibility="org",
                                 body="You are the offsite planning assistant.")
     world["asset_id"] = runbook.id
