@@ -284,9 +284,10 @@ def resonate(
     lex_rank = {int(x): r for r, x in enumerate(lex_ids.tolist(), 1)}
     vec_rank = {int(x): r for r, x in enumerate(vec_ids.tolist(), 1)}
     node_id_col = index.col("node_id")
+    # Node ids gathered at once: a numpy scalar read per seed cost more than the Seed itself.
     seeds = tuple(
-        Seed(int(node_id_col[s]), int(s), float(a), lex_rank.get(int(s)), vec_rank.get(int(s)))
-        for s, a in zip(seed_l.tolist(), seed_a.tolist(), strict=True)
+        Seed(nid, s, a, lex_rank.get(s), vec_rank.get(s))
+        for nid, s, a in zip(node_id_col[seed_l].tolist(), seed_l.tolist(), seed_a.tolist(), strict=True)
     )
 
     actv = diffuse(
