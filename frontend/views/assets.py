@@ -223,6 +223,11 @@ def _asset_post(request, asset_id: int):
         asset = services.asset_transition(actor=actor, asset=asset, to=to,
                                           expected_version=form.cleaned_data["expected_version"],
                                           note=form.cleaned_data["note"], request_id=rid)
+        if not asset_access.asset_readable(actor, asset)[0]:
+            # An approver outside the asset's scope reads a candidate only while it awaits review:
+            # after the move its page is a 404 to them, so they land on the list, told what happened.
+            messages.success(request, _moved_out_of_reach(asset))
+            return redirect("frontend:assets")
         messages.success(request, _("The asset is now %(status)s.") % {"status": asset.get_status_display()})
         return back
 
@@ -276,6 +281,26 @@ def _asset_post(request, asset_id: int):
 
     messages.error(request, _("Unknown action."))
     return back
+
+
+def _moved_out_of_reach(asset: Asset) -> str:
+    """What a lifecycle move did, for an actor who can no longer open the asset."""
+    served = asset_selectors.served_version(asset)
+    audience = {Visibility.TEAM: _("the team's agents bound to it"), Visibility.ORG: _("the org's agents bound to it"),
+                Visibility.RESTRICTED: _("the bound agents on its access list")}.get(asset.visibility,
+                                                                                   _("its owner's bound agents"))
+    args = {"title": asset.title, "v": asset.version, "served": served, "audience": audience}
+    if asset.status == AssetStatus.APPROVED:
+        text = _("Approved “%(title)s” (version %(v)s); it is now served to %(audience)s.") % args
+    elif asset.status == AssetStatus.DRAFT:
+        text = (_("Sent “%(title)s” back to its owner as a draft (version %(v)s); %(audience)s are still served "
+                  "version %(served)s.") if served is not None else
+                _("Sent “%(title)s” back to its owner as a draft (version %(v)s); nothing of it is served.")) % args
+    elif asset.status == AssetStatus.DEPRECATED:
+        text = _("Deprecated “%(title)s”; agents receive nothing from it now.") % args
+    else:
+        text = _("“%(title)s” is now %(status)s.") % {**args, "status": asset.get_status_display()}
+    return text + " " + _("You can no longer open it: it is not shared with you.")
 
 
 # --- access list ----------------------------------------------------------------------------------
