@@ -222,11 +222,21 @@ class NodeIdsField(forms.CharField):
         return ids
 
 
+class TextField(forms.CharField):
+    r"""A CharField whose line breaks are ``\n``: browsers submit a textarea's breaks as ``\r\n`` (the
+    HTML form encoding), and an old Mac's or a pasted text's as a lone ``\r``; stored as typed they
+    reach the agents served the text. Normalised before the length check, so a break counts once."""
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        return value.replace("\r\n", "\n").replace("\r", "\n") if isinstance(value, str) else value
+
+
 class AssetCreateForm(forms.Form):
     kind = forms.ChoiceField(label=_("Kind"), choices=AssetKind.choices, initial=AssetKind.WIKI)
-    title = forms.CharField(label=_("Title"), max_length=200)
-    summary = forms.CharField(label=_("Summary (one line)"), max_length=300, required=False)
-    body = forms.CharField(label=_("Body"), max_length=100_000, required=False, strip=False,
+    title = TextField(label=_("Title"), max_length=200)
+    summary = TextField(label=_("Summary (one line)"), max_length=300, required=False)
+    body = TextField(label=_("Body"), max_length=100_000, required=False, strip=False,
                            widget=forms.Textarea(attrs={"rows": 6}))
     node_ids = NodeIdsField(label=_("Memory ids (chat memory only)"), required=False)
     visibility = forms.ChoiceField(label=_("Visibility"), choices=Visibility.choices, initial=Visibility.PRIVATE)
@@ -239,9 +249,9 @@ class AssetCreateForm(forms.Form):
 
 class AssetEditForm(forms.Form):
     expected_version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
-    title = forms.CharField(label=_("Title"), max_length=200)
-    summary = forms.CharField(label=_("Summary (one line)"), max_length=300, required=False)
-    body = forms.CharField(label=_("Body"), max_length=100_000, required=False, strip=False,
+    title = TextField(label=_("Title"), max_length=200)
+    summary = TextField(label=_("Summary (one line)"), max_length=300, required=False)
+    body = TextField(label=_("Body"), max_length=100_000, required=False, strip=False,
                            widget=forms.Textarea(attrs={"rows": 12}))
     node_ids = NodeIdsField(label=_("Memory ids"), required=False)
 
