@@ -12,11 +12,12 @@ from django.db.models import BooleanField, Count, Exists, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncHour
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from memory.models import Edge, EdgeKind, Node, Visibility
 from memory.selectors import visible_nodes
 from teams.auth import Actor
-from teams.models import Agent, Team
+from teams.models import Agent, Membership, Team
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -27,7 +28,7 @@ DRAWER_HIDDEN_COUNT_CAP = 1000  # the drawer counts hidden edges up to this, the
 
 # Columns a listing needs: never the 384-float embedding, never the whole row.
 LIST_COLUMNS = ("id", "kind", "text", "speaker", "visibility", "team_id", "owner_user_id", "owner_agent_id",
-                "occurred_at", "created_at", "session_key", "source_kind")
+                "occurred_at", "created_at", "session_key", "source_kind", "valid_to")
 
 EDGE_COLORS = {
     EdgeKind.TEMPORAL_NEXT: "#64748b",
@@ -102,18 +103,46 @@ def keyset_page(qs: QuerySet, *, after: int | None, limit: int = PAGE_SIZE) -> P
 
 
 def node_page(*, actor: Actor, f: NodeFilters, after: int | None, limit: int = PAGE_SIZE) -> Page:
-    p = keyset_page(filtered_nodes(actor=actor, f=f).only(*LIST_COLUMNS), after=after, limit=limit)
-    attach_owner_labels(actor=actor, nodes=p.rows)
-    return p
+    """The memory browser's page: by when things happened, newest first (``occurred_at``, then the
+    higher id on a tie), not by when they were written: an imported history or a late-woven session
+    lands at its own time. Keyset on (occurred_at, id); ``after`` stays the last row's id, whose
+    time is read back (the row must be one the actor may see: another's hidden memory is no anchor
+    to probe its time with). A memory deleted since its page was shown is still a valid anchor."""
+    from assets.access import _visible
+
+    limit = max(1, min(limit, MAX_PAGE_SIZE))
+    qs = filtered_nodes(actor=actor, f=f).only(*LIST_COLUMNS)
+    if after is not None:
+        anchor = (Node.objects.filter(org=actor.org, id=after)
+                  .only("id", "occurred_at", "visibility", "team_id", "owner_user_id", "owner_agent_id").first())
+        if anchor is None or not _visible(actor, anchor, "node")[0]:
+            from rest_framework.exceptions import ValidationError
+
+            raise ValidationError({"after": [gettext("No such memory to continue the list from: start again "
+                                                     "from the first page.")]})
+        qs = qs.filter(Q(occurred_at__lt=anchor.occurred_at) | Q(occurred_at=anchor.occurred_at, id__lt=anchor.id))
+    rows = list(qs.order_by("-occurred_at", "-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    attach_owner_labels(actor=actor, nodes=rows)
+    return Page(rows=rows, next_after=rows[-1].id if more and rows else None)
 
 
 def attach_owner_labels(*, actor: Actor, nodes) -> None:
-    """Sets ``owner_label`` and ``team_label`` on each node with two small queries."""
+    """Sets ``owner_label`` and ``team_label`` on each node (or asset) with a few small queries.
+
+    A person who has left the org still owns what they wrote in it: the console (for the org's
+    people) names them, marked as gone, rather than a bare ``user:<id>``. Only an owner of a row of
+    this org is looked up, so no other account's name can be read through it."""
     user_ids = {n.owner_user_id for n in nodes if n.owner_user_id}
     agent_ids = {n.owner_agent_id for n in nodes if n.owner_agent_id}
     team_ids = {n.team_id for n in nodes if n.team_id}
-    users = dict(get_user_model().objects.filter(id__in=user_ids, memberships__org=actor.org)
-                 .values_list("id", "username")) if user_ids else {}
+    users: dict[int, str] = {}
+    if user_ids:
+        member = Exists(Membership.objects.filter(org=actor.org, user_id=OuterRef("pk")))
+        for uid, username, is_member in (get_user_model().objects.filter(id__in=user_ids).annotate(m=member)
+                                         .values_list("id", "username", "m")):
+            users[uid] = username if is_member else gettext("%(name)s (left the org)") % {"name": username}
     agents = dict(Agent.objects.filter(org=actor.org, id__in=agent_ids).values_list("id", "name")) if agent_ids else {}
     teams = dict(Team.objects.filter(org=actor.org, id__in=team_ids).values_list("id", "name")) if team_ids else {}
     for n in nodes:
@@ -344,13 +373,58 @@ def conflict_page(*, actor: Actor, status: str, after: int | None, limit: int = 
     Each row gets ``newer_id`` / ``older_id``: the newer node is the one that occurred later (the
     higher id on a tie), whichever side of the pair it is stored on."""
     from reflection import conflicts as conflict_service
+    from reflection.models import Conflict
 
     p = keyset_page(conflict_service.visible_conflicts(actor=actor).filter(status=status), after=after, limit=limit)
     for c in p.rows:
         a, b = c.node_a, c.node_b
         newer, older = (a, b) if (a.occurred_at, a.id) > (b.occurred_at, b.id) else (b, a)
         c.newer_id, c.older_id = newer.id, older.id
+    if status == Conflict.Status.OPEN:
+        _attach_conflict_actions(actor=actor, conflicts=p.rows)
     return p
+
+
+def _attach_conflict_actions(*, actor: Actor, conflicts: list) -> None:
+    """Which resolutions to offer on each open conflict, and who may resolve the ones offered none.
+
+    Display only, by the predicate ``reflection.conflicts.resolve`` itself calls
+    (``assets.access.node_writable``): superseding needs the right to change the memory it closes;
+    keeping both or rejecting, the right to change either. The POST is decided again by the service."""
+    from assets.access import node_writable
+
+    team_ids = {n.team_id for c in conflicts for n in (c.node_a, c.node_b)
+                if n.visibility == Visibility.TEAM and n.team_id}
+    teams = dict(Team.objects.filter(org=actor.org, id__in=team_ids).values_list("id", "name")) if team_ids else {}
+    for c in conflicts:
+        a, b = c.node_a, c.node_b
+        writable = {n.id: node_writable(actor, n) for n in (a, b)}
+        c.may_keep_newer = writable[c.older_id]  # the newer kept: the older is closed
+        c.may_keep_older = writable[c.newer_id]
+        c.may_close = c.may_keep_newer or c.may_keep_older
+        if not c.may_close:
+            c.resolvers = _conflict_resolvers([a, b], teams)
+
+
+def _conflict_resolvers(nodes: list[Node], teams: dict[int, str]) -> str:
+    """Who may resolve a conflict between ``nodes``, in words: each memory's owner, and whoever else
+    may change one of them (the write rule of ``assets.access``: an admin of its team, an org admin
+    for an org-wide memory, a writer on its access list)."""
+    who: list[str] = []
+    for n in nodes:
+        if n.visibility == Visibility.TEAM and n.team_id:
+            w = gettext("an admin of the team %(team)s") % {"team": teams.get(n.team_id, n.team_id)}
+        elif n.visibility == Visibility.ORG:
+            w = gettext("an admin of the organisation")
+        elif n.visibility == Visibility.RESTRICTED:
+            w = gettext("someone with write access to the memory")
+        else:
+            continue
+        if w not in who:
+            who.append(w)
+    who.append(gettext("the memories' owners"))
+    text = " ".join([", ".join(who[:-1]), gettext("or"), who[-1]]) if len(who) > 1 else who[0]
+    return gettext("You may not change either memory: %(who)s can resolve this conflict.") % {"who": text}
 
 
 # --- audit ----------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from rest_framework import exceptions as drf
 
 from assets import access as node_access
 from assets.context import recall_for
@@ -18,7 +19,7 @@ from memory.engine.types import NodeKind as EngineNodeKind
 from teams.selectors import team_list
 
 from .. import charts, selectors
-from ..console import console_view, form_error_text, htmx_error, is_htmx, request_id
+from ..console import add_form_errors, console_view, form_error_text, htmx_error, is_htmx, request_id
 from ..forms import NodeFilterForm, ResonateForm
 from .base import next_page_qs, page
 
@@ -40,7 +41,13 @@ def memory_browser(request):
     if not form.is_bound:
         form.is_valid()  # an unbound form has no cleaned_data; use the defaults
         form.cleaned_data = {}
-    p = selectors.node_page(actor=request.actor, f=form.filters(), after=form.after_id, limit=form.page_size)
+    try:
+        p = selectors.node_page(actor=request.actor, f=form.filters(), after=form.after_id, limit=form.page_size)
+    except drf.ValidationError as exc:  # an ``after`` that names no row of the list: the bad-filter answer
+        add_form_errors(form, exc.detail)
+        if is_htmx(request) and request.GET.get("partial") == "rows":
+            return htmx_error(request, form_error_text(form), status=400)
+        return page(request, "frontend/memories.html", {"form": form, "page": None, "nav": "memories"}, status=400)
     ctx = {"form": form, "page": p, "nav": "memories",
            "next_qs": next_page_qs(request, p)}
     if is_htmx(request) and request.GET.get("partial") == "rows":
