@@ -145,8 +145,31 @@ def actor_mask(idx, gen: ModuleType) -> np.ndarray:
     return idx.visibility_mask(owner_keys=[gen.N_USERS + 1], team_ids=[1])
 
 
-def run(eng: ModuleType, idx, allowed, q: str, qv: np.ndarray, now: float, **over):
-    params = eng.ResonateParams(k=10, depth=route(q).depth, **over)
+# Parameter sets and callers the identity check cycles through besides the defaults: other
+# fusions, final orderings, feedback sources and targets, depths, diversification, no vector.
+VARIANTS: list[dict] = [
+    {},
+    {"depth": 0},
+    {"depth": 3, "combine": "max"},
+    {"fusion": "weighted", "w_lex": 0.5},
+    {"final": "blend"},
+    {"prf_source": "own", "prf_target": "turn"},
+    {"w_wvec_as": "win", "n_wvec": 10},
+    {"div_adj": 0.5, "div_session": 0.7, "k": 25},
+    {"n_win": 0, "w_vprf": 0.0, "w_ent": 0.5},
+    {"n_prf": 0, "w_rank_cos": 0.5, "w_rank_sess": 0.0},
+    {"no_vector": True},
+    {"k": 100, "max_activated": 16, "tension_threshold": 0.2},
+]
+# (owner keys, team ids): the first agent, a user of another team, an owner with no team, nobody.
+ACTORS: list[tuple[list[int], list[int]]] = [([11], [1]), ([3], [4]), ([25], []), ([], [])]
+
+
+def run(eng: ModuleType, idx, allowed, q: str, qv: np.ndarray | None, now: float, **over):
+    if over.pop("no_vector", False):
+        qv = None
+    over = {"k": 10, "depth": route(q).depth, **over}
+    params = eng.ResonateParams(**over)
     return eng.resonate(
         idx,
         query_text=q,
@@ -317,6 +340,25 @@ def main() -> None:
                 if bad <= 5:
                     print(f"DIFFERENT on {q!r}: {why}")
         print(f"identity: {len(queries) - bad} of {len(queries)} queries the same")
+        # Then other callers (masks) and parameter sets, each query under one of each.
+        masks = [
+            (idx_old.visibility_mask(owner_keys=o, team_ids=t), idx.visibility_mask(owner_keys=o, team_ids=t))
+            for o, t in ACTORS
+        ]
+        bad_v = 0
+        for j, (q, qv) in enumerate(queries):
+            m_old, m_new = masks[j % len(masks)]
+            over = VARIANTS[(j // len(masks)) % len(VARIANTS)]
+            why = same(run(old, idx_old, m_old, q, qv, now, **over), run(new, idx, m_new, q, qv, now, **over))
+            if why:
+                bad_v += 1
+                if bad_v <= 5:
+                    print(f"DIFFERENT on {q!r} with {over} as caller {j % len(masks)}: {why}")
+        print(
+            f"identity under {len(ACTORS)} callers x {len(VARIANTS)} parameter sets: "
+            f"{len(queries) - bad_v} of {len(queries)} queries the same"
+        )
+        bad += bad_v
         # Wall and CPU (process) time of each call: on a shared machine the CPU time is the steadier.
         walls: dict[str, list[float]] = {"old": [], "new": []}
         cpus: dict[str, list[float]] = {"old": [], "new": []}
