@@ -118,11 +118,18 @@ def _version_row(asset: Asset, actor: Actor, *, approved_at=None) -> AssetVersio
     )
 
 
+def _one_newline(text: str) -> str:
+    """Line breaks as "\n": a browser's textarea sends "\r\n" (and a Windows client may), which the
+    context served to agents as written, and which made an unchanged text a new version."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 @transaction.atomic
 def asset_create(*, actor: Actor, kind: str, title: str, summary: str = "", body: str = "",
                  node_ids: list[int] | None = None, visibility: str = Visibility.PRIVATE,
                  team: Team | None = None, confidence: float = 1.0, request_id: str = "") -> Asset:
     _check_create_scope(actor, visibility, team)
+    title, summary, body = _one_newline(title), _one_newline(summary), _one_newline(body)
     if kind != AssetKind.CHAT_MEMORY and node_ids:
         # the update rule: dropping them silently answered 201 for memories the asset never held
         raise ValidationError({"node_ids": ["Only chat-memory assets hold memories."]})
@@ -216,7 +223,7 @@ def asset_update(*, actor: Actor, asset: Asset, data: dict, expected_version: in
         asset.confidence = data["confidence"]
     for f in CONTENT_FIELDS:
         if f in data:
-            setattr(asset, f, data[f])
+            setattr(asset, f, _one_newline(data[f]) if isinstance(data[f], str) else data[f])
     new_hash = _asset_hash(asset)
     versioned = new_hash != asset.content_hash
     if versioned:
