@@ -119,6 +119,12 @@ def console_view(fn=None, *, back: str | None = None):
                 # into the fragment's target; the fragment gets the error line instead.
                 return htmx_error(request, error_text(exc.detail),
                                   status=409 if isinstance(exc, Conflict) else 400)
+            if request.method == "GET" and not back:
+                # A page that cannot be shown for its query: redirecting to the same URL would
+                # raise again, a loop the browser ends with "too many redirects".
+                return render(request, "frontend/forbidden.html",
+                              {"message": error_text(exc.detail), "heading": _("Cannot show this page")},
+                              status=409 if isinstance(exc, Conflict) else 400)
             # Services validate too (the last line of defence), and a stale expected_version is a
             # conflict: show it on the page it came from (console pages POST to their own URL).
             messages.error(request, error_text(exc.detail))
