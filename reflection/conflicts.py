@@ -411,6 +411,11 @@ def _resolve(*, actor, conflict: Conflict, action: str, keep_id: int | None, req
     detail = {"action": action, "keep": keep_id, "nodes": [c.node_a_id, c.node_b_id]}
     if action == "supersede":
         keep, old = (c.node_a, c.node_b) if keep_id == c.node_a_id else (c.node_b, c.node_a)
+        if keep.valid_to is not None:
+            # Resolving another conflict replaced it: keeping it would supersede the current one
+            # with a memory retrieval no longer serves, leaving neither.
+            raise ValidationError({"keep": [f"Memory {keep.pk} is itself superseded (another conflict's "
+                                            "resolution replaced it): keep the other, or keep both."]})
         Node.objects.filter(pk=old.pk, valid_to__isnull=True).update(valid_to=now)
         unsupported = [n for n in _unsupported_derivations(c.org_id, old.pk) if n != keep.pk]
         Node.objects.filter(pk__in=unsupported).update(valid_to=now)
