@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError
 from rest_framework.response import Response
@@ -18,8 +18,10 @@ from nylon_project.api import (
     paginate,
     team_from_input,
 )
+from nylon_project.errors import error_body
 from nylon_project.pagination import CursorPage
 from nylon_project.parsers import SafeJSONParser, UnstorableBodyText, unstorable_path, unstorable_text
+from nylon_project.schema import ErrorResponse
 
 from . import selectors, services
 from .engine.types import MAX_K
@@ -78,15 +80,40 @@ def event_id_clash(seen: dict, at, turn: services.TurnIn) -> tuple[object, str] 
     return first_at, "text" if first.text != turn.text else "content"
 
 
+REPLAY_CODES = ("201 when the write created memories, 200 when it created none (every event_id was already stored "
+                "with the same text, speaker and session: an idempotent replay). An event_id already stored with a "
+                "different text, speaker or session_key is a 409 event_id_reused naming it, and nothing is written.")
+
+CHANGED_REPLAY_409 = OpenApiResponse(
+    ErrorResponse, description="event_id_reused: an event_id already stored with a different text, speaker or "
+                               "session_key (error.fields names each turn); nothing was written.")
+
+
+def _written(data: dict, created: int) -> Response:
+    """201 when the write created memories, 200 for an idempotent replay that created none."""
+    return Response(data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+def _changed_replay(request, exc: services.ChangedReplay, fields: dict | None = None) -> Response:
+    # The one error shape carries fields only for 400s; this 409 names the turns, as the path's 400s do.
+    body = error_body(exc.default_code, exc.message, fields=fields if fields is not None else exc.detail,
+                      request=request)
+    return Response(body, status=exc.status_code)
+
+
 class WeaveApi(Api):
     class InputSerializer(TurnInput, WriteScopeInput):
         session_key = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
-    @extend_schema(request=InputSerializer, responses={201: WeaveOutput})
+    @extend_schema(request=InputSerializer, responses={201: WeaveOutput, 200: WeaveOutput, 409: CHANGED_REPLAY_409})
     def post(self, request):
         """Stores one turn as a memory leaf of the caller (an agent key or a signed-in user), in session_key's
         session if given, with the silks weave-session gives it. Needs a write-scoped key; a team_id outside
-        the org is a 400, and a text over the limit (caption included) a 400 on text."""
+        the org is a 400, and a text over the limit (caption included) a 400 on text.
+
+        201 when the write created the memory, 200 when its event_id was already stored with the same text,
+        speaker and session (an idempotent replay). An event_id already stored with a different text,
+        speaker or session_key is a 409 event_id_reused naming it, and nothing is written."""
 
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
@@ -96,11 +123,15 @@ class WeaveApi(Api):
         if problem:
             # /weave has no turns list: the error goes on its own field (the caption counts toward the limit).
             raise serializers.ValidationError({"text": [problem]})
-        result = services.weave_session(
-            actor=request.actor, turns=[turn], session_key=d["session_key"], visibility=d["visibility"],
-            team=team_from_input(request.actor, d["team_id"]), request_id=self.request_id(),
-        )
-        return Response(WeaveOutput(result).data, status=status.HTTP_201_CREATED)
+        try:
+            result = services.weave_session(
+                actor=request.actor, turns=[turn], session_key=d["session_key"], visibility=d["visibility"],
+                team=team_from_input(request.actor, d["team_id"]), request_id=self.request_id(),
+            )
+        except services.ChangedReplay as exc:
+            # /weave has no turns list: the error goes on its own field, as its 400s do.
+            return _changed_replay(request, exc, fields=exc.detail["turns"]["0"])
+        return _written(WeaveOutput(result).data, result.created)
 
 
 class WeaveSessionApi(Api):
@@ -120,22 +151,30 @@ class WeaveSessionApi(Api):
                 raise serializers.ValidationError(errors)
             return turns
 
-    @extend_schema(request=InputSerializer, responses={201: WeaveOutput})
+    @extend_schema(request=InputSerializer, responses={201: WeaveOutput, 200: WeaveOutput, 409: CHANGED_REPLAY_409})
     def post(self, request):
         """Stores a session's turns (up to 2,000) as memory leaves of the caller, in order, with temporal,
         entity and similarity edges; a turn whose event_id the caller already stored is not written again.
         Needs a write-scoped key; an event_id repeated in the request with different content is a 400 on
-        that turn's event_id."""
+        that turn's event_id.
+
+        201 when the write created memories, 200 when it created none (every event_id was already stored
+        with the same text, speaker and session: an idempotent replay). An event_id already stored with a
+        different text, speaker or session_key is a 409 event_id_reused on that turn's event_id, and
+        nothing is written."""
 
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         d = s.validated_data
-        result = services.weave_session(
-            actor=request.actor, turns=[_turn(t) for t in d["turns"]], session_key=d["session_key"],
-            visibility=d["visibility"], team=team_from_input(request.actor, d["team_id"]), end_session=d["end_session"],
-            request_id=self.request_id(),
-        )
-        return Response(WeaveOutput(result).data, status=status.HTTP_201_CREATED)
+        try:
+            result = services.weave_session(
+                actor=request.actor, turns=[_turn(t) for t in d["turns"]], session_key=d["session_key"],
+                visibility=d["visibility"], team=team_from_input(request.actor, d["team_id"]),
+                end_session=d["end_session"], request_id=self.request_id(),
+            )
+        except services.ChangedReplay as exc:
+            return _changed_replay(request, exc)
+        return _written(WeaveOutput(result).data, result.created)
 
 
 class NodeOutput(serializers.Serializer):
@@ -509,9 +548,9 @@ class BulkIngestApi(Api):
         deferred = serializers.ListField(child=serializers.CharField())
 
     @extend_schema(request=WeaveSessionApi.InputSerializer(many=True), parameters=[QuerySerializer],
-                   responses={201: OutputSerializer, 200: OutputSerializer},
-                   description="201 when the write created memories, 200 when it created none (every event_id "
-                               "was already there: an idempotent replay).")
+                   responses={201: OutputSerializer, 200: OutputSerializer, 409: CHANGED_REPLAY_409},
+                   description=REPLAY_CODES + " The 409 refuses the whole request (error.fields: "
+                               "sessions.<i>.turns.<j>.event_id for each such turn).")
     def post(self, request):
         q = self.QuerySerializer(data=request.query_params.dict())
         q.is_valid(raise_exception=True)
@@ -522,11 +561,13 @@ class BulkIngestApi(Api):
             sessions = []
         s = self.InputSerializer(data={"sessions": sessions})
         s.is_valid(raise_exception=True)
-        result = services.bulk_ingest(
-            actor=request.actor, sessions=bulk_sessions(request.actor, s.validated_data["sessions"]),
-            embed=q.validated_data["embed"], request_id=self.request_id())
-        return Response(self.OutputSerializer(result).data,
-                        status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
+        try:
+            result = services.bulk_ingest(
+                actor=request.actor, sessions=bulk_sessions(request.actor, s.validated_data["sessions"]),
+                embed=q.validated_data["embed"], request_id=self.request_id())
+        except services.ChangedReplay as exc:
+            return _changed_replay(request, exc)
+        return _written(self.OutputSerializer(result).data, result.created)
 
 
 class IngestBatchDetailApi(Api):

@@ -3,6 +3,7 @@ LLM work (decomposition, abstraction, conflicts) is enqueued after commit."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -13,6 +14,7 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, Q
+from django.db.models.functions import MD5
 from django.utils import timezone
 from psycopg.errors import UniqueViolation
 from psycopg.types import TypeInfo
@@ -64,6 +66,67 @@ class WeaveResult:
     created: int
     embedded: bool
     session_key: str
+
+
+class _Stored(NamedTuple):
+    """What a replay of a stored event id is compared with (the text as an MD5: a bulk replay may
+    name 10,000 of them)."""
+
+    id: int
+    text_md5: str
+    speaker: str
+    session_key: str
+
+
+class ChangedReplay(ValidationError):
+    """409 ``event_id_reused``: an event id the writer already stored, sent again with another text,
+    speaker or session. An event id is a retry's key: such a write used to answer the stored memory
+    as if it were the new one (and echo the new session key), the new content lost without a word.
+    Nothing is written. A ValidationError (with ``detail`` keyed by turn, as the path's 400s) so
+    that callers that report those by line (``nylon_ingest``) report this one too."""
+
+    status_code = 409
+    default_code = "event_id_reused"
+
+    def __init__(self, *, clashes: list[tuple[object, str, int, list[str]]], detail: dict):
+        # clashes: (where: the turn's index, or (session, turn) in bulk; event_id; stored node id; what differs)
+        self.clashes = clashes
+        if len(clashes) == 1:
+            _, eid, nid, what = clashes[0]
+            self.message = (f"event_id {eid!r} is already stored (memory {nid}) with a different "
+                            f"{_and(what)}: an event_id is the key of a retry of the same turn. Send new "
+                            "content with a new event_id; nothing was written.")
+        else:
+            named = ", ".join(repr(eid) for _, eid, _, _ in clashes[:5]) + (", …" if len(clashes) > 5 else "")
+            self.message = (f"{len(clashes)} event_ids are already stored with different content ({named}): an "
+                            "event_id is the key of a retry of the same turn. Send new content with new "
+                            "event_ids; nothing was written.")
+        super().__init__(detail, code=self.default_code)
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
+
+
+def _replay_differs(stored: _Stored, *, text: str, speaker: str, session_key: str) -> list[str]:
+    """What a turn sent again under a stored event id changes: [] for a true replay."""
+    return [name for name, differs in (("text", stored.text_md5 != _md5(text)),
+                                       ("speaker", stored.speaker != speaker[:200]),
+                                       ("session_key", stored.session_key != session_key)) if differs]
+
+
+def _clash_message(nid: int, what: list[str]) -> str:
+    return f"Already stored (memory {nid}) with a different {_and(what)}; an event_id is a retry's key."
+
+
+# The proxy keys a model's answer by the question it answers, so a retried question that samples
+# another answer keeps the first one stored (proxy.writeback.turns_for): there, a changed replay is
+# expected and not refused.
+_KEEP_FIRST_SOURCES = frozenset({SourceKind.PROXY})
 
 
 def _owner_fields(actor: Actor) -> dict:
@@ -150,11 +213,22 @@ def _write_session(*, actor, turns, texts, vectors, session_key, visibility, tea
                    end_session, request_id) -> WeaveResult:
     owner = _owner_fields(actor)
     wanted = [t.event_id for t in turns if t.event_id]
-    existing: dict[str, int] = {}
+    stored: dict[str, _Stored] = {}
     if wanted:
-        existing = dict(
-            Node.objects.filter(org=actor.org, event_id__in=wanted, **owner).values_list("event_id", "id")
-        )
+        stored = {eid: _Stored(*rest) for eid, *rest in
+                  Node.objects.filter(org=actor.org, event_id__in=wanted, **owner)
+                  .values_list("event_id", "id", MD5("text"), "speaker", "session_key")}
+    if stored and source_kind not in _KEEP_FIRST_SOURCES:
+        clashes = []
+        for i, (t, text) in enumerate(zip(turns, texts, strict=True)):
+            if t.event_id in stored:
+                what = _replay_differs(stored[t.event_id], text=text, speaker=t.speaker, session_key=session_key)
+                if what:
+                    clashes.append((i, t.event_id, stored[t.event_id].id, what))
+        if clashes:
+            raise ChangedReplay(clashes=clashes, detail={"turns": {
+                str(i): {"event_id": [_clash_message(nid, what)]} for i, _, nid, what in clashes}})
+    existing = {eid: s.id for eid, s in stored.items()}
     session = None
     last_seq = -1
     last_node_id = None
@@ -538,7 +612,12 @@ def bulk_ingest(
     sessions = [s if s.visibility else replace(s, visibility=fallback) for s in sessions]
     teams, rows = _bulk_plan(actor, sessions)
     now = timezone.now()
-    vectors = _embed_new_rows(actor, rows) if embed else {}
+    # Changed replays are refused before the embedder runs, and again under the write's locks.
+    with connection.cursor() as cur:
+        known = _existing_events(cur, org_id=actor.org.id, owner=_owner_column(_owner_fields(actor)),
+                                 event_ids=sorted({r.turn.event_id for r in rows if r.turn.event_id}))
+    _refuse_changed_replays(sessions, rows, known, source_kind)
+    vectors = _embed_new_rows(rows, known) if embed else {}
     write = partial(_bulk_write, actor=actor, sessions=sessions, teams=teams, rows=rows, vectors=vectors,
                     source_kind=source_kind, now=now, request_id=request_id)
     try:
@@ -549,9 +628,13 @@ def bulk_ingest(
         return write()
 
 
-def bulk_check(*, actor: Actor, sessions: Sequence[SessionIn]) -> None:
+def bulk_check(*, actor: Actor, sessions: Sequence[SessionIn], source_kind: str = SourceKind.IMPORT) -> None:
     """Refuse what bulk_ingest would refuse, writing nothing (a file is checked whole first)."""
-    _bulk_plan(actor, sessions)
+    _, rows = _bulk_plan(actor, sessions)
+    with connection.cursor() as cur:
+        stored = _existing_events(cur, org_id=actor.org.id, owner=_owner_column(_owner_fields(actor)),
+                                  event_ids=sorted({r.turn.event_id for r in rows if r.turn.event_id}))
+    _refuse_changed_replays(sessions, rows, stored, source_kind)
 
 
 def _text_problem(text: str) -> str:
@@ -598,22 +681,43 @@ def _bulk_plan(actor: Actor, sessions: Sequence[SessionIn]) -> tuple[list[Team |
     return teams, rows
 
 
-def _existing_events(cur, *, org_id: int, owner: tuple[str, int], event_ids: list[str]) -> dict[str, int]:
+def _existing_events(cur, *, org_id: int, owner: tuple[str, int], event_ids: list[str]) -> dict[str, _Stored]:
     if not event_ids:
         return {}
     owner_sql, owner_id = owner
-    cur.execute(f"SELECT event_id, id FROM memory_node WHERE org_id = %s AND {owner_sql} = %s "
-                "AND event_id = ANY(%s)", [org_id, owner_id, event_ids])
-    return dict(cur.fetchall())
+    cur.execute(f"SELECT event_id, id, md5(text), speaker, session_key FROM memory_node WHERE org_id = %s "
+                f"AND {owner_sql} = %s AND event_id = ANY(%s)", [org_id, owner_id, event_ids])
+    return {eid: _Stored(*rest) for eid, *rest in cur.fetchall()}
 
 
-def _embed_new_rows(actor: Actor, rows: list[_Row]) -> dict[int, object]:
-    """Vectors (by row index) of the rows not written yet, in batches, before any transaction. A
-    row missing from the answer (the embedder failed) is written without and embedded later."""
-    owner = _owner_column(_owner_fields(actor))
-    with connection.cursor() as cur:
-        known = _existing_events(cur, org_id=actor.org.id, owner=owner,
-                                 event_ids=sorted({r.turn.event_id for r in rows if r.turn.event_id}))
+def _refuse_changed_replays(sessions: Sequence[SessionIn], rows: list[_Row], stored: dict[str, _Stored],
+                            source_kind: str) -> None:
+    """ChangedReplay, keyed by session and turn as bulk's 400s, when a row sends a stored event id
+    with other content: the whole request is refused (it is all or nothing)."""
+    if not stored or source_kind in _KEEP_FIRST_SOURCES:
+        return
+    clashes = []
+    turn_at: dict[int, int] = {}
+    for r in rows:
+        ti = turn_at[r.session] = turn_at.get(r.session, -1) + 1
+        if r.turn.event_id in stored:
+            got = stored[r.turn.event_id]
+            what = _replay_differs(got, text=r.text, speaker=r.turn.speaker,
+                                   session_key=sessions[r.session].session_key)
+            if what:
+                clashes.append(((r.session, ti), r.turn.event_id, got.id, what))
+    if not clashes:
+        return
+    detail: dict[str, dict] = {}
+    for (si, ti), _, nid, what in clashes:
+        detail.setdefault(str(si), {"turns": {}})["turns"][str(ti)] = {"event_id": [_clash_message(nid, what)]}
+    raise ChangedReplay(clashes=clashes, detail={"sessions": detail})
+
+
+def _embed_new_rows(rows: list[_Row], known: dict[str, _Stored]) -> dict[int, object]:
+    """Vectors (by row index) of the rows not written yet (``known``: the event ids already stored),
+    in batches, before any transaction. A row missing from the answer (the embedder failed) is
+    written without and embedded later."""
     todo = [i for i, r in enumerate(rows) if not (r.turn.event_id and r.turn.event_id in known)]
     embedder = get_embedder()
     out: dict[int, object] = {}
@@ -645,8 +749,10 @@ def _bulk_write(*, actor: Actor, sessions: Sequence[SessionIn], teams: list[Team
               .filter(org=actor.org, key__in=keys, **owner).order_by("key")}
 
     with connection.cursor() as cur:
-        existing = _existing_events(cur, org_id=org_id, owner=owner_col,
-                                    event_ids=sorted({r.turn.event_id for r in rows if r.turn.event_id}))
+        stored = _existing_events(cur, org_id=org_id, owner=owner_col,
+                                  event_ids=sorted({r.turn.event_id for r in rows if r.turn.event_id}))
+        _refuse_changed_replays(sessions, rows, stored, source_kind)
+        existing = {eid: s.id for eid, s in stored.items()}
         # The last leaf of each session continues its seq and temporal-next chain.
         cur.execute(f"""SELECT DISTINCT ON (session_key) session_key, id, seq FROM memory_node
                         WHERE org_id = %s AND {owner_col[0]} = %s AND kind = %s AND session_key = ANY(%s)

@@ -400,9 +400,10 @@ def test_a_batch_that_keeps_failing_is_resent_ever_more_rarely_never_given_up(wo
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_event_id_committed_by_a_concurrent_writer_mid_request_is_skipped(world, caplog):
-    """The other writer commits "e2" while the bulk write waits on the unique index: its COPY fails,
-    the write runs once more, sees e2 and links to it instead of failing or duplicating it."""
+def test_an_event_id_committed_by_a_concurrent_writer_mid_request_is_checked(world, caplog):
+    """The other writer commits "e2" (in another session) while the bulk write waits on the unique
+    index: its COPY fails, the write runs once more and sees e2, stored with the same text in another
+    session: a changed replay, refused whole (409 event_id_reused), neither a 500 nor a duplicate."""
     import threading
     import time
 
@@ -418,7 +419,7 @@ def test_an_event_id_committed_by_a_concurrent_writer_mid_request_is_skipped(wor
         try:
             with transaction.atomic():
                 theirs["r"] = services.weave_session(actor=actor, turns=[services.TurnIn(
-                    text="Written elsewhere first.", event_id="e2")], session_key="elsewhere")
+                    text=TRIP["turns"][1]["text"], event_id="e2")], session_key="elsewhere")
                 ready.set()
                 time.sleep(1.5)  # the bulk write below is blocked on e2 meanwhile
         finally:
@@ -428,16 +429,13 @@ def test_an_event_id_committed_by_a_concurrent_writer_mid_request_is_skipped(wor
     t.start()
     assert ready.wait(30)
     turns = [services.TurnIn(text=x["text"], event_id=x["event_id"]) for x in TRIP["turns"]]
-    with caplog.at_level("INFO", logger="nylon.memory"):
-        result = services.bulk_ingest(actor=actor, sessions=[services.SessionIn(session_key="trip-1", turns=turns)],
-                                      embed=False)
+    with caplog.at_level("INFO", logger="nylon.memory"), pytest.raises(services.ChangedReplay) as refused:
+        services.bulk_ingest(actor=actor, sessions=[services.SessionIn(session_key="trip-1", turns=turns)],
+                             embed=False)
     t.join()
     assert "concurrent write of the same event id" in caplog.text  # the first COPY did collide
-    assert result.created == 2 and result.existing == 1
-    assert result.node_ids[1] == theirs["r"].node_ids[0]
-    assert Node.objects.filter(org=a.org, event_id="e2").count() == 1
-    seqs = dict(Node.objects.filter(id__in=result.node_ids).values_list("id", "seq"))
-    assert (seqs[result.node_ids[0]], seqs[result.node_ids[2]]) == (0, 1)  # e2 is in its own session
+    assert [(c[1], c[3]) for c in refused.value.clashes] == [("e2", ["session_key"])]
+    assert list(Node.objects.filter(org=a.org).values_list("event_id", "session_key")) == [("e2", "elsewhere")]
 
 
 def test_an_occurred_at_past_the_calendar_is_a_400_naming_the_turn_and_writes_nothing(world, client_for):

@@ -22,7 +22,7 @@ def test_end_session_with_an_already_stored_turn_ends_it(world, client_for):
                   format="json").status_code == 201
     r = c.post("/api/v1/memories/weave-session", {"session_key": "s", "turns": [TURN], "end_session": True},
                format="json")
-    assert r.status_code == 201 and r.json()["created"] == 0
+    assert r.status_code == 200 and r.json()["created"] == 0  # ended the session, created nothing
     session = _session(world)
     assert session.ended_at is not None and session.abstraction_status == MemorySession.Status.PENDING
     assert session.turn_count == 1
@@ -34,7 +34,7 @@ def test_end_session_twice_leaves_the_ended_session_as_it_is(world, client_for):
     assert c.post("/api/v1/memories/weave-session", body, format="json").status_code == 201
     first = _session(world)
     MemorySession.objects.filter(pk=first.pk).update(abstraction_status=MemorySession.Status.DONE)
-    assert c.post("/api/v1/memories/weave-session", body, format="json").status_code == 201
+    assert c.post("/api/v1/memories/weave-session", body, format="json").status_code == 200  # a replay
     again = _session(world)
     assert again.ended_at == first.ended_at and again.abstraction_status == MemorySession.Status.DONE
 
