@@ -243,7 +243,14 @@ class IsOrgActor(permissions.BasePermission):
         # Query endpoints that take a body (resonate, context) are reads served over POST.
         reads = permissions.SAFE_METHODS + tuple(getattr(view, "read_methods", ()))
         needed = Scope.READ if request.method in reads else Scope.WRITE
-        return actor.can(needed)
+        if actor.can(needed):
+            return True
+        # DRF makes a permission per request, so the refusal can name what is missing (and what the
+        # key has): "lacks the scope" left a read-only key's owner guessing which one.
+        held = ", ".join(f"`{s}`" for s in sorted(actor.scopes)) or "none"
+        self.message = (f"This key lacks the `{needed}` scope for this request (its scopes: {held}); "
+                        f"an org admin can create a key with `{needed}` for the agent.")
+        return False
 
 
 class ActorRateThrottle(throttling.SimpleRateThrottle):
