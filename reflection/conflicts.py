@@ -171,9 +171,19 @@ def _candidates_of(nodes: list[Node]) -> dict[int, list[tuple[Node, float]]]:
         for budget in budgets:
             # nearest first, ties by id: the order each probe's own query gave
             kept = [(others[cid], sim) for cid, sim in sorted(budget, key=lambda cs: (-cs[1], cs[0]))
-                    if cid in others and not heuristics.asks_only(others[cid].text)]
+                    if cid in others and not heuristics.asks_only(others[cid].text)
+                    and not _model_answer(others[cid])]
             out[nid] += kept[:CANDIDATES]
     return out
+
+
+def _model_answer(node: Node) -> bool:
+    """A model's reply the proxy wrote back: it restates memories (or the model's guesses), and the
+    queue is for what people and agents stated. Two replies ("… length=0" / "… length=966") or a
+    reply and the correction of what it restated were queued as conflicts of their own."""
+    from assets.context import MODEL_ANSWER, derived_kind
+
+    return derived_kind(node.source_kind, node.metadata) == MODEL_ANSWER
 
 
 def _same_subject(a: Node, b: Node) -> bool:
@@ -240,7 +250,7 @@ def detect(*, org_id: int, node_ids: list[int]) -> int:
     # "no" from the judge stores nothing, so the Conflict row could not stop the second paid call.
     seen: set[tuple[int, int]] = set()
     # A question asserts nothing, so contradicts nothing (nor is worth a judge call).
-    nodes = [n for n in nodes if not heuristics.asks_only(n.text)]
+    nodes = [n for n in nodes if not heuristics.asks_only(n.text) and not _model_answer(n)]
     candidates = _candidates_of(nodes) if nodes else {}
     pairs: list[tuple[Node, Node, float]] = []
     for node in nodes:

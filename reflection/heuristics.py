@@ -369,7 +369,7 @@ _ID_NOUNS = (r"runs?|tickets?|issues?|bugs?|prs?|mrs?|pull\s+requests?|merge\s+r
              "invoices?|incidents?|cases?|sprints?|releases?|stor(?:y|ies)|tasks?|epics?|pipelines?|deploys?|"
              "deployments?|migrations?|requests?|quotes?|contracts?|accounts?|items?|steps?|phases?|rounds?|"
              "batch(?:es)?|iterations?|milestones?|standups?|stand-ups?|meetings?|syncs?|retros?|sessions?|"
-             "episodes?|chapters?|tests?|experiments?|alerts?|rfcs?|adrs?|changesets?|commits?")
+             "episodes?|chapters?|tests?|experiments?|alerts?|rfcs?|adrs?|changesets?|commits?|notes?|parts?")
 # A word before the noun that makes it a verb ("we run 3 replicas", "to order 5 laptops") or a
 # value ("assigned to ticket 404", "fixed in release 3.2").
 _NOT_ID_BEFORE = {"i", "we", "you", "they", "he", "she", "it", "to", "will", "would", "can", "could", "should",

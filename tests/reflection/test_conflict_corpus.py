@@ -75,6 +75,8 @@ CHAT = [
     "The API rate limit is now 800 requests per minute.",            # 53
     "The office wifi password changed to 2291 yesterday.",           # 54
     "Understood, I'll prepare the ad plan within 40k EUR.",          # 55
+    "Deploy checklist reviewed with the team (note 1).",             # 56
+    "Deploy checklist reviewed with the team (note 2).",             # 57
 ]
 TRUE_CONFLICTS = {
     (0, 18),   # one cluster, two Redis versions
