@@ -13,7 +13,7 @@ from nylon_project.pagination import CursorPage
 from nylon_project.schema import ErrorResponse
 
 from . import access, selectors, services
-from .models import AGENT_DEFAULT_VISIBILITIES, InvitationStatus, Role, Scope, TeamRole
+from .models import AGENT_DEFAULT_VISIBILITIES, ApiKey, InvitationStatus, Role, Scope, TeamRole
 
 
 class OrgOutput(serializers.Serializer):
@@ -369,6 +369,25 @@ class AgentOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class AgentChangeOutput(AgentOutput):
+    keys_revoked = serializers.IntegerField(
+        help_text="API keys this request revoked: deactivating an agent (is_active false, or DELETE) revokes every "
+                  "live key of it for good; re-activating the agent does not bring them back (create a new key).")
+    live_keys = serializers.IntegerField(help_text="The agent's keys that still authenticate after this request.")
+
+
+def _live_key_ids(agent) -> set[int]:
+    return set(ApiKey.objects.filter(org_id=agent.org_id, agent=agent, revoked_at__isnull=True)
+               .values_list("id", flat=True))
+
+
+def _changed_agent(agent, live_before: set[int]) -> dict:
+    """The agent as AgentChangeOutput: with the keys the change revoked, which only the console's confirm
+    dialog used to say (a re-activated agent's old key then answered 401 with no word why)."""
+    live = _live_key_ids(agent)
+    return {**AgentOutput(agent).data, "keys_revoked": len(live_before - live), "live_keys": len(live)}
+
+
 class AgentListCreateApi(Api):
     pagination_class = CursorPage
 
@@ -414,10 +433,13 @@ class AgentDetailApi(Api):
 
         return Response(AgentOutput(access.access_agent_by_id(request.actor, agent_id, for_write=False)).data)
 
-    @extend_schema(request=InputSerializer, responses=AgentOutput)
+    @extend_schema(request=InputSerializer, responses=AgentChangeOutput)
     def patch(self, request, agent_id: int):
-        """Changes an agent's name, description, team, default_visibility or is_active (false revokes its keys).
-        Org admins only. Taking an agent whose default is team out of its team makes the default private."""
+        """Changes an agent's name, description, team, default_visibility or is_active. Org admins only.
+        Taking an agent whose default is team out of its team makes the default private.
+
+        is_active false revokes every live API key of the agent for good (keys_revoked counts them):
+        setting is_active true again does not bring them back, the agent needs a new key (live_keys)."""
 
         agent = access.access_agent_by_id(request.actor, agent_id, for_write=True)
         s = self.InputSerializer(data=request.data)
@@ -425,15 +447,18 @@ class AgentDetailApi(Api):
         data = dict(s.validated_data)
         if "team_id" in data:
             data["team"] = team_from_input(request.actor, data.pop("team_id"))
+        live = _live_key_ids(agent)
         agent = services.agent_update(actor=request.actor, agent=agent, data=data, request_id=self.request_id())
-        return Response(AgentOutput(agent).data)
+        return Response(_changed_agent(agent, live))
 
-    @extend_schema(responses={200: AgentOutput}, description="Deactivates the agent (its keys stop working); "
-                   "the agent and its memory stay.")
+    @extend_schema(responses={200: AgentChangeOutput}, description="Deactivates the agent: every live API key of "
+                   "it is revoked for good (keys_revoked counts them; re-activating the agent with PATCH is_active "
+                   "true does not bring them back, it needs a new key). The agent and its memory stay.")
     def delete(self, request, agent_id: int):
         agent = access.access_agent_by_id(request.actor, agent_id, for_write=True)
+        live = _live_key_ids(agent)
         agent = services.agent_deactivate(actor=request.actor, agent=agent, request_id=self.request_id())
-        return Response(AgentOutput(agent).data)
+        return Response(_changed_agent(agent, live))
 
 
 class KeyOutput(serializers.Serializer):
