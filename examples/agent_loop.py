@@ -21,13 +21,20 @@ from nylon_sdk import Client
 
 
 def sdk_turn(nylon: Client, message: str, session: str) -> str:
-    """Recall, answer, remember. The 'reasoning' is deliberately trivial: the memory is the point."""
+    """Recall, answer, remember. The 'reasoning' is deliberately trivial: the memory is the point.
+
+    The recall is the context's (what an agent is meant to read: of two memories in an open
+    conflict the newer comes first, a correction above what it corrects). Only what the user says
+    is written: a "From memory: …" reply restates a memory, and written back it ranked above the
+    memory it came from (and nested "From memory: From memory: …" run after run)."""
     if message.rstrip().endswith("?"):
-        hits = [h for h in nylon.resonate(message, k=3).hits if not h.text.rstrip().endswith("?")]
-        reply = f"From memory: {hits[0].text}" if hits else "I don't remember anything about that."
+        ctx = nylon.context(message, k=5, reinforce=True)
+        hits = ctx.recall if ctx is not None else nylon.resonate(message, k=5).hits
+        said = [h for h in hits if not h.text.rstrip().endswith("?")]
+        reply = f"From memory: {said[0].text}" if said else "I don't remember anything about that."
     else:
         reply = "Got it, I'll remember that."
-    nylon.weave_session(session, [{"text": message, "speaker": "user"}, {"text": reply, "speaker": "agent"}])
+    nylon.weave_session(session, [{"text": message, "speaker": "user"}])
     return reply
 
 

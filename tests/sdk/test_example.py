@@ -22,9 +22,19 @@ def run_agent(server, key: str, message: str, *extra: str, env: dict | None = No
 
 
 def test_agent_remembers_across_runs(nylon_server, world):
+    from memory.models import Node
+    from reflection import conflicts
+
     key = world["a"].key
     assert run_agent(nylon_server, key, "My locker code is 4417.") == "Got it, I'll remember that."
-    assert "4417" in run_agent(nylon_server, key, "What is my locker code?")
+    assert run_agent(nylon_server, key, "What is my locker code?") == "From memory: My locker code is 4417."
+    # The code changes: the change contradicts the old code (the worker's conflict check, run here),
+    # and the next run answers with the new one, not a restatement of its own earlier reply.
+    assert run_agent(nylon_server, key, "My locker code changed to 9021.") == "Got it, I'll remember that."
+    changed = Node.objects.get(org=world["a"].org, text="My locker code changed to 9021.")
+    assert conflicts.detect(org_id=world["a"].org.id, node_ids=[changed.id]) == 1
+    assert run_agent(nylon_server, key, "What is my locker code?") == "From memory: My locker code changed to 9021."
+    assert not Node.objects.filter(org=world["a"].org, text__startswith="From memory").exists()
     # another org's agent has no such memory
     assert run_agent(nylon_server, world["b"].key, "What is my locker code?") == \
         "I don't remember anything about that."
