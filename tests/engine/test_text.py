@@ -454,3 +454,20 @@ def test_a_yearless_29_february_is_the_nearest_leap_years() -> None:
     got = resolve_times("What did we ship on February 29?", date(2026, 12, 1))
     assert [(m.start, m.yearless) for m in got] == [(date(2028, 2, 29), True)]
     assert [m.start for m in resolve_times("on March 5", date(2026, 12, 1))] == [date(2027, 3, 5)]  # as before
+
+
+@pytest.mark.parametrize("text, surface", [
+    ("The architecture review is moved to Monday November 16 at 10am.", "November 16"),
+    ("See you on Monday, 16 November.", "16 November"),
+    ("Monday the 16th of November works.", "the 16th of November"),
+    ("Deadline: Monday 2026-11-16.", "2026-11-16"),
+])
+def test_a_weekday_naming_a_dates_day_is_that_date(text, surface):
+    """"Monday November 16" was two mentions: the 16th and the Monday before the session (9 November)."""
+    got = resolve_times(text, date(2026, 11, 11))
+    assert [(m.surface, m.start) for m in got] == [(surface, date(2026, 11, 16))]
+
+
+def test_a_weekday_apart_from_a_date_stays_its_own_mention():
+    got = resolve_times("On Friday we shipped. 16 November is the deadline.", date(2026, 11, 11))
+    assert [m.start for m in got] == [date(2026, 11, 6), date(2026, 11, 16)]
