@@ -230,6 +230,11 @@ class Endpoints:
         """Per-agent memory-proxy measurements (tokens injected, prefix stability, overhead)."""
         return self._call(Call("GET", f"{API}/proxy/stats"))
 
+    def org(self):
+        """``GET /api/v1/org``: the organisation and who the key is in it (``actor``: kind, label, role,
+        scopes); an ``AuthError`` (401) for a key the server does not accept."""
+        return self._call(Call("GET", f"{API}/org"))
+
     def health(self):
         """``/healthz``; a 503 (service down) is returned as a ``Health``, not raised."""
         return self._call(Call("GET", "/healthz", parse=Health.from_json, ok_statuses=frozenset({503})))

@@ -7,16 +7,18 @@ config file (``$NYLON_CONFIG``, else ``$XDG_CONFIG_HOME/nylon/config.json``, els
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 
 from .client import Client
-from .errors import APIError, NylonError
+from .errors import APIError, AuthError, NylonError, PermissionDenied
 from .types import Turn
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -45,24 +47,44 @@ def resolve(args) -> tuple[str, str | None]:
 
 # -- input -------------------------------------------------------------------------------------
 
-def read_turns(text: str) -> list[Turn]:
+def _not_json(source: str, line: int, exc: json.JSONDecodeError) -> ValueError:
+    return ValueError(f"{source}:{line}: not valid JSON ({exc.msg} at column {exc.colno}); nothing was written")
+
+
+def read_turns(text: str, source: str = "<stdin>") -> list[Turn]:
     """A JSON list (of strings or turn objects), ``{"turns": [...]}``, JSONL (one turn a line),
-    or plain text (one turn a non-empty line)."""
+    or plain text (one turn a non-empty line). A line that is not JSON is a ValueError naming
+    ``source`` and its line number (the whole input is read before anything is sent)."""
     stripped = text.strip()
     if not stripped:
         return []
     if stripped[0] in "[{":
         try:
-            doc = json.loads(stripped)
-        except ValueError:
-            doc = None
+            doc = json.loads(text)  # not ``stripped``: the error's line number is the file's
+        except json.JSONDecodeError as exc:
+            doc, doc_error = None, exc
         if isinstance(doc, dict) and "turns" in doc:
             doc = doc["turns"]
         if isinstance(doc, dict):
             doc = [doc]
         if isinstance(doc, list):
             return [Turn.coerce(t) for t in doc]
-        return [Turn.coerce(json.loads(line)) for line in stripped.splitlines() if line.strip()]
+        turns = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                # A first line that is not JSON on its own: one JSON document over many lines (a
+                # list, or an object pretty-printed), whose own error says where it breaks.
+                raise _not_json(source, doc_error.lineno if not turns else n, doc_error if not turns else exc) \
+                    from None
+            try:
+                turns.append(Turn.coerce(value))
+            except TypeError as exc:
+                raise ValueError(f"{source}:{n}: {exc}; nothing was written") from None
+        return turns
     return [Turn(text=line) for line in stripped.splitlines() if line.strip()]
 
 
@@ -135,6 +157,25 @@ def emit(obj) -> None:
 
 # -- commands ----------------------------------------------------------------------------------
 
+def check_key(url: str, key: str, timeout: float) -> tuple[str, str]:
+    """Whether the server at ``url`` accepts ``key``: ("ok", who it is), ("rejected", why: a 401),
+    ("forbidden", why: a valid key without the read scope), or ("unchecked", why: the server could
+    not say)."""
+    try:
+        with Client(url, key, timeout=timeout, max_retries=1) as client:
+            me = client.org()
+    except AuthError as exc:
+        return "rejected", str(exc)
+    except PermissionDenied as exc:
+        return "forbidden", str(exc)  # authenticated all the same
+    except NylonError as exc:
+        return "unchecked", str(exc)
+    me = me if isinstance(me, dict) else {}
+    actor = me.get("actor") or {}
+    scopes = ", ".join(actor.get("scopes") or []) or "none"
+    return "ok", f"{actor.get('label', '?')} in {me.get('name', '?')} (scopes: {scopes})"
+
+
 def cmd_configure(args, _client) -> int:
     path = config_path()
     cfg = load_config()
@@ -142,6 +183,20 @@ def cmd_configure(args, _client) -> int:
         cfg["url"] = args.url
     if args.key:
         cfg["api_key"] = args.key
+    if cfg.get("api_key") and not args.no_check:
+        # Checked before it is saved: a mistyped key used to be saved without a word, and every later
+        # command then failed with a 401.
+        url = args.url or os.environ.get("NYLON_URL") or cfg.get("url") or DEFAULT_URL
+        state, detail = check_key(url, cfg["api_key"], args.timeout)
+        if state == "rejected":
+            say(f"error: {url} rejects this key ({detail}); not saved. Check the key, or save it anyway "
+                "with --no-check.", file=sys.stderr)
+            return 1
+        if state == "unchecked":
+            say(f"error: could not check the key at {url} ({detail}); not saved. Check --url, or save "
+                "without checking with --no-check.", file=sys.stderr)
+            return 3
+        say(f"key ok: {detail}" if state == "ok" else f"key accepted, but: {detail}")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -151,19 +206,34 @@ def cmd_configure(args, _client) -> int:
 
 
 def cmd_health(args, client: Client) -> int:
+    """The service's health (public: it says nothing of the key), then whether the server accepts the
+    configured key: "status: ok" with a bad key read as all being well."""
     h = client.health()
+    key = getattr(args, "api_key", None)
+    if not key:
+        key_state, key_detail = "none", "no key configured (nylon configure --key …)"
+    else:
+        key_state, key_detail = check_key(args.url_resolved, key, args.timeout)
     if args.json:
-        emit(h.raw)
+        emit({**h.raw, "key": {"status": key_state, "detail": key_detail}})
     else:
         say(f"status: {h.status}")
         for name, c in h.raw.get("checks", {}).items():
             say(f"  {name:<9} {c.get('status', '?'):<9} {c.get('detail', '')}")
+        label = {"ok": "ok", "rejected": "REJECTED", "forbidden": "accepted, but", "none": "none",
+                 "unchecked": "not checked"}[key_state]
+        say(f"key: {label}: {key_detail}" if key_state != "none" else f"key: {key_detail}")
+    if key_state == "rejected":
+        return 1  # the service is up, but nothing the CLI does with this key will work
     return 0 if h.status in ("ok", "degraded") else 1
 
 
 def cmd_weave(args, client: Client) -> int:
-    text = sys.stdin.read() if args.file in (None, "-") else Path(args.file).read_text(encoding="utf-8")
-    turns = read_turns(text)
+    stdin = args.file in (None, "-")
+    text = sys.stdin.read() if stdin else Path(args.file).read_text(encoding="utf-8")
+    turns = read_turns(text, "<stdin>" if stdin else args.file)
+    if args.speaker:  # who said the turns that name no speaker of their own
+        turns = [t if t.speaker else dataclasses.replace(t, speaker=args.speaker) for t in turns]
     if not turns:
         print("nothing to weave", file=sys.stderr)
         return 1
@@ -258,9 +328,38 @@ def cmd_nodes(args, client: Client) -> int:
     return 0
 
 
+def _when(node: dict) -> datetime:
+    value = str(node.get("occurred_at") or "")
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.min
+
+
+def newer_side(conflict) -> tuple[dict, dict]:
+    """(kept, superseded): the side that happened later (``occurred_at``), the later written (higher
+    id) when both happened at the same time."""
+    a, b = conflict.node_a, conflict.node_b
+    if (_when(b), b.get("id", 0)) > (_when(a), a.get("id", 0)):
+        return b, a
+    return a, b
+
+
 def cmd_conflicts(args, client: Client) -> int:
     if args.action == "resolve":
-        emit(client.resolve_conflict(args.id, args.resolution, keep=args.keep).raw)
+        keep = args.keep
+        if args.resolution == "supersede" and keep is None:
+            # The server needs the side to keep: by default the newer memory, said so before it is done.
+            conflict = next((c for c in client.iter_conflicts() if c.id == args.id), None)
+            if conflict is None:
+                say(f"error: no conflict {args.id} visible to this key", file=sys.stderr)
+                return 1
+            kept, superseded = newer_side(conflict)
+            keep = kept.get("id")
+            say(f"keeping the newer memory {keep} ({kept.get('occurred_at') or '?'}: {kept.get('text', '')!s:.60}); "
+                f"superseding memory {superseded.get('id')} ({superseded.get('occurred_at') or '?'}). "
+                "Pass --keep ID to choose.", file=sys.stderr)
+        emit(client.resolve_conflict(args.id, args.resolution, keep=keep).raw)
         return 0
     items = list(client.iter_conflicts(status=args.status))
     if args.json:
@@ -304,16 +403,20 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--timeout", type=float, default=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("configure", parents=[common], help="save URL and key to the config file")
+    s = sub.add_parser("configure", parents=[common],
+                       help="save URL and key to the config file (the key is checked with the server first)")
+    s.add_argument("--no-check", action="store_true", help="save the key without checking it with the server")
     s.set_defaults(fn=cmd_configure, needs_client=False)
 
-    s = sub.add_parser("health", parents=[common], help="service health")
+    s = sub.add_parser("health", parents=[common],
+                       help="service health, and whether the server accepts the key (exit 1 if it rejects it)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_health)
 
     s = sub.add_parser("weave", parents=[common], help="write turns from stdin or a text/JSON/JSONL file")
     s.add_argument("file", nargs="?", help="path, or - for stdin (default)")
     s.add_argument("--session", help="session key (default: cli-<time>)")
+    s.add_argument("--speaker", help="who said the turns (those that name no speaker of their own)")
     s.add_argument("--visibility", choices=["private", "team", "org"])
     s.add_argument("--team", type=int)
     s.add_argument("--batch", type=int, default=200, help="turns per request")
@@ -353,7 +456,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("action", choices=["list", "resolve"])
     s.add_argument("id", nargs="?", type=int)
     s.add_argument("resolution", nargs="?", choices=["keep_both", "supersede", "reject"])
-    s.add_argument("--keep", type=int)
+    s.add_argument("--keep", type=int, help="supersede: the memory to keep (default: the newer one)")
     s.add_argument("--status")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_conflicts)
@@ -382,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "conflicts" and args.action == "resolve" and (args.id is None or not args.resolution):
         p.error("conflicts resolve needs an id and a resolution")
     url, key = resolve(args)
+    args.api_key, args.url_resolved = key, url
     try:
         with Client(url, key, timeout=args.timeout) as client:
             return args.fn(args, client)
