@@ -657,9 +657,11 @@ class Recall:
     embed_ms: float = 0.0  # the query's embedding, made before resonate_for (whose embed_ms is then ~0)
 
     def no_match(self, shown: list) -> bool:
-        """Whether none of ``shown`` (the items a caller lists, dicts or ``Recalled``) matches the query."""
+        """Whether none of ``shown`` (the items a caller lists, dicts or ``Recalled``) matches the query.
+        Nothing shown is no match either (an org with no memory yet, or none this actor may read): it
+        answered ``no_match: false`` to a query with terms, as if the empty recall had matched."""
         matched = (x["matched"] if isinstance(x, dict) else x.matched for x in shown)
-        return self.judged and bool(shown) and not any(matched)
+        return self.judged and not any(matched)
 
 
 _ARTICLES = frozenset({"a", "an", "the"})
@@ -929,8 +931,9 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
         dropped["recall"] = sum(1 for h in hits[:n] if h.node_id not in kept)
         if reinforce and recall:
             memory_services.record_recall(node_ids=[r["node_id"] for r in recall])
+        # Nothing kept: no match unless the budget left out hits that match.
+        no_match = found.no_match(recall or hits[:n])
         if recall:
-            no_match = found.no_match(recall)
             note = [NO_MATCH[language]] if no_match else []
             dynamic_text = "\n".join([heads[2], *note, *(recall_line(r, language) for r in recall)])
     reasons = {}
