@@ -559,8 +559,10 @@ def measure_stages(actor, queries: list[tuple[str, np.ndarray]]) -> None:
     for name in ("window_vector_top", "_prf_list", "_vector_feedback", "diffuse", "_rank_final",
                  "_session_scores", "_speaker_match", "fuse_seeds"):
         timed(res_mod, name, name.lstrip("_"))
-    for cls, name in ((bm25_mod.BM25Index, "query"), (bm25_mod.BM25Query, "top"),
+    # the window and feedback passes take their top k through query_top (ContextWindows' too)
+    for cls, name in ((bm25_mod.BM25Index, "query"), (bm25_mod.BM25Query, "top"), (bm25_mod.BM25Index, "query_top"),
                       (vec_mod.VectorIndex, "search"), (win_mod.ContextWindows, "query"),
+                      (win_mod.ContextWindows, "query_top"),
                       (index_mod.TenantIndex, "visibility_mask"), (index_mod.TenantIndex, "seedable_mask")):
         timed(cls, name, f"{cls.__name__}.{name}")
     try:
