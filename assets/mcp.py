@@ -181,10 +181,18 @@ def tool_resonate(actor: Actor, *, query: str, k: int = 5) -> dict:
             "degraded": [] if found.outcome.vector_used else ["embedder"]}
 
 
+# What a model reading the tool's answer needs: the context text (persona, index, recall lines with
+# their dates, speakers and disputes) and the flags about it. The REST bundle also has the text in two
+# halves, every recalled item as JSON and the budget it was built with: three times the tokens.
+MCP_CONTEXT_KEYS = ("context", "stable_hash", "no_match", "degraded", "degraded_reasons", "truncated", "dropped",
+                    "memory_call_budget", "language")
+
+
 def tool_context(actor: Actor, *, query: str = "", language: str = "en") -> dict:
     from .context import build_context, pick_language
 
-    return build_context(actor=actor, query=query[:4000], language=pick_language(language)).as_dict()
+    bundle = build_context(actor=actor, query=query[:4000], language=pick_language(language)).as_dict()
+    return {k: bundle[k] for k in MCP_CONTEXT_KEYS}
 
 
 NODE_TYPES = ("memory", "node")
@@ -242,7 +250,8 @@ def build_server() -> MCPServer:
         actor = _actor(ctx, Scope.READ)
         return tool_resonate(actor, query=query, k=k)
 
-    @server.tool(description="The agent's context: persona in full, scenario index, then recall for a query.")
+    @server.tool(description="The agent's context as text (persona in full, scenario index, then recall for a "
+                             "query) with its flags (no_match, degraded, truncated).")
     def memory_context(ctx: Context, query: str = "", language: str = "en") -> dict[str, Any]:
         actor = _actor(ctx, Scope.READ)
         return tool_context(actor, query=query, language=language)

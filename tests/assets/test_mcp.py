@@ -66,7 +66,10 @@ def test_tools_over_stdio(world, client_for):
 
     nid, hits, ctx, node, asset, denied = anyio.run(_session, a.key, script)
     assert hits[0]["node_id"] == nid
-    assert "Be terse." in ctx["stable"] and "au plus 3 fois" in ctx["stable"] and ctx["recall"][0]["node_id"] == nid
+    assert "Be terse." in ctx["context"] and "au plus 3 fois" in ctx["context"] and f"[memory {nid}]" in ctx["context"]
+    # the text and its flags: not the text again in halves, the items as JSON, the budget
+    assert set(ctx) == {"context", "stable_hash", "no_match", "degraded", "degraded_reasons", "truncated",
+                        "dropped", "memory_call_budget", "language"}
     assert node["id"] == nid and asset["title"] == "Tone"
     assert denied.is_error and "Not found" in denied.content[0].text
     assert AuditEvent.objects.filter(org=a.org, action="asset.read", outcome="denied", request_id="mcp",

@@ -42,7 +42,7 @@ def _call(server, name: str, args: dict) -> dict:
 def test_memory_get_reads_the_memory_a_recall_line_names(world, client_for, server):
     nid = weave(client_for(world["a"].key), "The billing migration is owned by Priya.", visibility="org")
     ctx = _call(server, "memory_context", {"query": "Who owns the billing migration?"})
-    assert re.search(rf"\[memory {nid}\]", ctx["dynamic"])  # the line the model reads
+    assert re.search(rf"\[memory {nid}\]", ctx["context"])  # the line the model reads
     got = _call(server, "memory_get", {"type": "memory", "id": nid})
     assert got["id"] == nid and "Priya" in got["text"]
     assert _call(server, "memory_get", {"type": "node", "id": nid})["id"] == nid  # the REST name still works
@@ -61,7 +61,7 @@ def test_the_guide_names_exactly_the_types_memory_get_takes(world, client_for, s
     approve(admin, scen["id"])
     r = admin.post(f"/api/v1/agents/{a.agent.id}/bindings", {"asset_id": scen["id"], "mode": "index"}, format="json")
     assert r.status_code == 201, r.content
-    assert f"[asset {scen['id']}]" in _call(server, "memory_context", {})["stable"]
+    assert f"[asset {scen['id']}]" in _call(server, "memory_context", {})["context"]
     nid = weave(client_for(a.key), "The Alfama venue is booked for March 14.", visibility="org")
     line = next(x for x in guide(language, can_write=True).split("\n") if x.startswith("- memory_get("))
     named = re.findall(r'"(\w+)"', line)
