@@ -52,3 +52,8 @@ def test_a_matching_query_gets_no_warning(world, client_for, login):
     first = re.search(r'<li class="hit">(.*?)</li>', html, re.S).group(1)
     assert f"/console/memories/{ids[MEMORIES[0][1]]}/" in first and "hit-unmatched" not in first
     assert "[2026-11-10 · ana]" in first
+
+
+def test_an_empty_memory_says_nothing_resonated_without_the_nearest_memories_warning(world, login):
+    html = _hits_html(login, world, "What backup processor did payments choose?")
+    assert "Nothing resonated." in html and 'id="no-match"' not in html
