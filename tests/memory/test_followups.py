@@ -45,10 +45,10 @@ def sent(monkeypatch):
     return out
 
 
-def weave(client, key: str, turns, end: bool = False) -> dict:
+def weave(client, key: str, turns, end: bool = False, status: int = 201) -> dict:
     r = client.post("/api/v1/memories/weave-session", {"session_key": key, "turns": turns, "end_session": end},
                     format="json")
-    assert r.status_code == 201, r.content
+    assert r.status_code == status, r.content
     return r.json()
 
 
@@ -66,7 +66,7 @@ def test_a_weave_records_its_conflict_check_with_the_write_and_the_check_clears_
     assert (f1.org_id, f1.kind, f1.node_ids, f1.attempts, f1.sent_at) == (org.id, "conflicts", [first], 0, None)
     assert sent == [("reflection.detect_conflicts", (org.id, [first], f1.id))]
     with django_capture_on_commit_callbacks(execute=True):  # a retried write adds nothing: nothing owed
-        weave(c, "s1", [{**SAY[0], "event_id": "e1"}])
+        weave(c, "s1", [{**SAY[0], "event_id": "e1"}], status=200)  # a replay: nothing created
     assert Followup.objects.count() == 1 and len(sent) == 1
     assert conflicts.detect_followup(followup_id=f1.id) == 0  # nothing to contradict yet
     assert not Followup.objects.exists()
