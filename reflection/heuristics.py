@@ -621,33 +621,89 @@ def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | 
 _VALUE_CHANGE = re.compile(
     r"\b(?:chang(?:e|ed|es|ing)|cut|cuts|rais(?:e|ed|es)|increas(?:e|ed|es)|decreas(?:e|ed|es)|reduc(?:e|ed|es)|"
     r"lower(?:ed|s)?|bump(?:ed|s)?|updat(?:e|ed|es)|reset|set|drop(?:ped|s)?|revis(?:e|ed|es)|adjust(?:ed|s)?|"
-    r"(?:went|goes|go)\s+(?:up|down)|grew|shrank|doubled|halved)\b(?:\s+(?:from\s+\S+\s+)?)(?:to|at)\s+(?=\S*\d)"
+    r"(?:went|goes|go)\s+(?:up|down)|grew|shrank|doubled|halved)\b"
+    # what was changed, when it follows the verb ("we cut the ads budget to 25k")
+    r"(?P<obj>(?:\s+(?!(?:to|at|from|by)\b)[\w'-]+){0,5}?)"
+    # the old value or the difference ("from 40k EUR to 25k EUR", "by 15k to 25k")
+    r"(?:\s+from\s+\S+(?:\s+[A-Za-z$\u20ac\u00a3%]{1,5})?)?(?:\s+by\s+\S+(?:\s+[A-Za-z$\u20ac\u00a3%]{1,5})?)?"
+    r"\s+(?:to|at)\s+(?=\S*\d)"
     r"|\b(?:is|are)\s+now\s+(?=\S*\d)",
     re.I)
 _NOT_THING = _NOT_SUBJECT | _STATE_WORDS | {"correction", "actually", "update", "note", "fyi", "new", "current",
                                             "currently", "officially", "again", "been", "get", "got", "gets"}
+# A change someone only proposes, considers or saw refused changes nothing yet.
+_NOT_DONE = re.compile(r"\b(?:rejected|declined|vetoed|proposed?|proposal|suggest(?:s|ed)?|might|maybe|could|would|"
+                       r"consider(?:s|ed|ing)?|if|whether|unless|plan(?:s|ned)?\s+to|want(?:s|ed)?\s+to)\b", re.I)
+_Y_TOKEN = re.compile(r"[a-z0-9$\u20ac\u00a3][\w.,:%$\u20ac\u00a3'-]*", re.I)
+# Words that may stand between a thing and its value ("the budget for Q1 is 40k", "locker code: 4417").
+_LINK_WORDS = frozenset({"is", "are", "was", "were", "be", "now", "currently", "still", "at", "of", "in", "for", "the",
+                         "a", "an", "our", "my", "stays", "stay", "remains", "remain", "=", ":", "per", "on", "to"})
+
+
+_YEAR = re.compile(r"^(?:19|20)\d\d$")
+
+
+def _value_of(y_text: str, thing: frozenset[str], shared_idents: frozenset[str],
+              years: frozenset[str] = frozenset()) -> str | None:
+    """The value ``y_text`` gives the thing: its words together (only joining words between them),
+    then within a few joining words the first number ("Budget for paid ads in Q1 is 40k EUR" → 40k).
+    None when the number is far from the thing or other words come between: "the API timeout for
+    the nightly batch jobs is 300 seconds" is another thing's timeout."""
+    toks = [t.rstrip(".,:;") for t in _Y_TOKEN.findall(y_text.replace("\u2019", "'"))]
+    low = [t.lower() for t in toks]
+    where = [i for i, t in enumerate(low) if t in thing or _lemma(t) in thing]
+    if not where or not thing <= {low[i] for i in where} | {_lemma(low[i]) for i in where}:
+        return None
+    first, last = where[0], where[-1]
+    joining = _LINK_WORDS | _DROP | shared_idents
+    if any(low[i] not in joining and low[i] not in thing and _lemma(low[i]) not in thing for i in range(first, last)):
+        return None
+    for i in range(last + 1, min(last + 5, len(low))):
+        t = low[i]
+        if _YEAR.match(t):  # which year's: "the headcount plan for 2026 is 8" is not 2027's
+            if years and t not in years:
+                return None
+            continue
+        if _NUM.match(t.strip("$\u20ac\u00a3")) or (re.match(r"[$\u20ac\u00a3]?\d", t) and not re.search(r"[a-z]{2}", t)):
+            if ":" in t or (i + 1 < len(low) and low[i + 1] in {"am", "pm"} | _MONTH_WORDS) or low[i - 1] in _MONTH_WORDS:
+                return None  # a time or a date, not the thing's value
+            return t.strip("$\u20ac\u00a3")
+        if t not in joining:
+            return None
+    return None
+
+
+_MONTH_WORDS = frozenset(m.lower() for m in MONTH_NAMES) | {m.lower()[:3] for m in MONTH_NAMES}
 
 
 def _changed_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
-    """One side says a thing's value changed ("… is cut to 25k", "… changed to 9021", "… is now 12")
-    and the other gives the same thing another value: the thing is the changing side's words before
-    the change (at least two, the lead-in and who speaks left out), every one of them in the other
-    side's words (or names: "Budget" opening a sentence is read as one)."""
+    """One side says a thing's value changed ("… is cut to 25k", "we cut the ads budget to 25k", "…
+    changed to 9021", "… is now 12") and the other gives the same thing another value: the thing is
+    the changing side's words before the change and its object (at least two, the lead-in and who
+    speaks left out); the other side must state a value of those words and no others
+    (``_value_of``). A change only proposed or refused ("… was rejected") changes nothing."""
     if a.negated or b.negated:
         return None
-    for x_text, y in ((a_text, b), (b_text, a)):
-        change = _VALUE_CHANGE.search(_LEAD_IN.sub("", x_text, count=1))
-        if change is None:
-            continue
+    for x_text, y_text, x, y in ((a_text, b_text, a, b), (b_text, a_text, b, a)):
         rest = _LEAD_IN.sub("", x_text, count=1)
-        thing = statement(rest[:change.start()]).core - _NOT_THING
-        new = statement(rest[change.end():]).numbers
-        new = {n for n in new if rest[change.end():].lower().find(n) < 12}  # the value the change names
-        if len(thing) < 2 or not thing <= y.core | y.places or not new or not y.numbers or new & y.numbers:
+        change = _VALUE_CHANGE.search(rest)
+        if change is None or _NOT_DONE.search(rest):
+            continue
+        thing = frozenset((statement(rest[:change.start()]).core | statement(change["obj"] or "").core)
+                          - _NOT_THING)
+        after = rest[change.end():]
+        new = {n for n in statement(after).numbers if 0 <= after.lower().find(n) < 12}  # the value the change names
+        if len(thing) < 2 or not new:
+            continue
+        old = _value_of(y_text, thing, frozenset(x.idents & y.idents),
+                        frozenset(t for t in re.findall(r"\d+", rest[:change.start()]) if _YEAR.match(t)))
+        if old is None or old in new:
             continue
         said = re.sub(r"(?:\s+(?:is|are|was|were|has|have|had|been|be|got|gets|just|now))+\s*$", "",
                       rest[:change.start()].strip(), flags=re.I)
-        return f"changed value: {said} {', '.join(sorted(y.numbers))} vs {', '.join(sorted(new))}"
+        if change["obj"] and change["obj"].strip():
+            said = change["obj"].strip()
+        return f"changed value: {said} {old} vs {', '.join(sorted(new))}"
     return None
 
 
