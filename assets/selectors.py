@@ -63,6 +63,10 @@ def with_served_content(assets: list[Asset]) -> list[Asset]:
             # candidate (or sent-back draft) the newer version made the asset (a client filtering on
             # status=approved dropped an asset it is served).
             a.status = AssetStatus.APPROVED
+            # Nor the newer version's traces: a move note (a reviewer's reason often quotes the
+            # rejected text), a pending promotion, the time of the newer save.
+            a.last_move_note, a.promotion = {}, {}
+            a.updated_at = a.approved_at or row.created_at
         served.append(a)
     return served
 

@@ -110,6 +110,14 @@ def _check_create_scope(actor: Actor, visibility: str, team: Team | None) -> Non
             raise ValidationError({"team_id": ["You are not a member of this team."]})
 
 
+def _approval_shared(asset: Asset) -> bool:
+    """Whether an approval of the asset as it now is (its visibility, after any promotion it applies)
+    is one for others: a private asset's owner approves it for themselves, which is no review. Such
+    an approval is not recorded on the version (``AssetVersion.approved_at``), so an agent reading the
+    asset's history once it is shared again never gets a version only its owner approved."""
+    return asset.visibility != Visibility.PRIVATE
+
+
 def _version_row(asset: Asset, actor: Actor, *, approved_at=None) -> AssetVersion:
     return AssetVersion.objects.create(
         org=asset.org, asset=asset, version=asset.version, title=asset.title, summary=asset.summary,
@@ -244,7 +252,7 @@ def asset_update(*, actor: Actor, asset: Asset, data: dict, expected_version: in
         asset.save()
         if versioned:
             _version_row(asset, actor, approved_at=asset.approved_at if review.get("review") == "approved_by_editor"
-                         else None)
+                         and _approval_shared(asset) else None)
         audit.record(actor=actor, action="asset.update", object_type="asset", object_id=asset.id,
                      detail={"version": asset.version, "new_version": versioned, **changed_meta, **review},
                      request_id=request_id)
@@ -408,7 +416,8 @@ def asset_transition(*, actor: Actor, asset: Asset, to: str, expected_version: i
         detail["version"] = asset.version
         detail["previously_served_version"] = asset.approved_version
         asset.approved_version = asset.version
-        AssetVersion.objects.filter(asset=asset, version=asset.version).update(approved_at=asset.approved_at)
+        if _approval_shared(asset):
+            AssetVersion.objects.filter(asset=asset, version=asset.version).update(approved_at=asset.approved_at)
     elif to == AssetStatus.DRAFT and asset.promotion:
         detail["rejected_promotion"] = asset.promotion
         asset.promotion = {}

@@ -8,6 +8,7 @@ the asset becomes restricted."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
 
 from assets.models import Asset
 
@@ -97,3 +98,37 @@ def test_the_service_refuses_an_approval_that_names_no_version(world, client_for
                                   asset=Asset.objects.get(pk=aid), to="approved")
     assert "expected_version" in exc.value.detail
     assert Asset.objects.get(pk=aid).status == "candidate"
+
+
+def test_a_version_only_its_owner_approved_never_reaches_agents(world, client_for):
+    """v1 approved for the team; carol's v2 approved by herself while private; the approval lapses
+    when she makes it restricted; bob approves her v3. The agent reads v3 and v1, never v2."""
+    from .helpers import approve, grant
+
+    a = world["a"]
+    aid, carol, bob = _approved_team_skill(world, client_for)
+    assert _patch(carol, aid, expected_version=1, body=INJECTION)["status"] == "candidate"
+    _patch(carol, aid, expected_version=2, visibility="private")
+    r = carol.post(f"/api/v1/assets/{aid}/transition", {"to": "approved", "expected_version": 2}, format="json")
+    assert r.status_code == 200
+    _patch(carol, aid, expected_version=2, visibility="restricted")
+    _grant_team(carol, aid, a.team.id)
+    grant(carol, "asset", aid, grantee_kind="user", user_id=get_user_model().objects.get(username="alpha-bob").id,
+          permission="write")
+    _patch(carol, aid, expected_version=2, body="Deploy blue-green; page on-call; note it in #ops.")
+    approve(bob, aid)
+    bot = client_for(a.key)
+    rows = bot.get(f"/api/v1/assets/{aid}/versions").json()["results"]
+    assert [v["version"] for v in rows] == [3, 1] and INJECTION not in str(rows)
+    assert bot.get(f"/api/v1/assets/{aid}/versions/2").status_code == 404
+
+
+def test_an_agent_is_not_told_of_a_rejected_edit_by_the_move_note(world, client_for):
+    a = world["a"]
+    aid, carol, bob = _approved_team_skill(world, client_for)
+    _patch(carol, aid, expected_version=1, body=INJECTION)
+    r = bob.post(f"/api/v1/assets/{aid}/transition", {"to": "draft", "note": f"v2 says: {INJECTION}"}, format="json")
+    assert r.status_code == 200
+    got = client_for(a.key).get(f"/api/v1/assets/{aid}").json()
+    assert got["version"] == 1 and got["last_move_note"] == {} and INJECTION not in str(got)
+    assert carol.get(f"/api/v1/assets/{aid}").json()["last_move_note"]["note"].startswith("v2 says")
