@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
 import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .client import Client
@@ -59,6 +60,7 @@ def read_turns(text: str, source: str = "<stdin>") -> list[Turn]:
     if not stripped:
         return []
     if stripped[0] in "[{":
+        doc_error: json.JSONDecodeError | None = None
         try:
             doc = json.loads(text)  # not ``stripped``: the error's line number is the file's
         except json.JSONDecodeError as exc:
@@ -69,6 +71,8 @@ def read_turns(text: str, source: str = "<stdin>") -> list[Turn]:
             doc = [doc]
         if isinstance(doc, list):
             return [Turn.coerce(t) for t in doc]
+        if doc is not None:  # valid JSON of another shape ({"turns": "hello"}, a bare number)
+            raise ValueError(f'{source}: expected a list of turns, {{"turns": [...]}} or JSON lines; nothing was written')
         turns = []
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
@@ -237,7 +241,9 @@ def cmd_weave(args, client: Client) -> int:
     if not turns:
         print("nothing to weave", file=sys.stderr)
         return 1
-    session = args.session or f"cli-{int(time.time())}"
+    # The default session is the input's: running the same file again (an import cut short) sends its
+    # turns to the same session, so their event_ids are replays (200) rather than reuses (409).
+    session = args.session or "cli-" + hashlib.sha256(text.encode()).hexdigest()[:16]
     progress = Progress(len(turns), "weave", enabled=not args.quiet)
     node_ids: list[int] = []
     for chunk in batches(turns, args.batch):
@@ -331,9 +337,10 @@ def cmd_nodes(args, client: Client) -> int:
 def _when(node: dict) -> datetime:
     value = str(node.get("occurred_at") or "")
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return when if when.tzinfo else when.replace(tzinfo=UTC)
     except ValueError:
-        return datetime.min
+        return datetime.min.replace(tzinfo=UTC)  # comparable with the aware times of the other side
 
 
 def newer_side(conflict) -> tuple[dict, dict]:
@@ -415,7 +422,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("weave", parents=[common], help="write turns from stdin or a text/JSON/JSONL file")
     s.add_argument("file", nargs="?", help="path, or - for stdin (default)")
-    s.add_argument("--session", help="session key (default: cli-<time>)")
+    s.add_argument("--session", help="session key (default: cli-<hash of the input>, so a re-run resumes)")
     s.add_argument("--speaker", help="who said the turns (those that name no speaker of their own)")
     s.add_argument("--visibility", choices=["private", "team", "org"])
     s.add_argument("--team", type=int)
