@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from nylon_sdk.cli import newer_side, read_turns
 
 from memory.models import Node
-from nylon_sdk.cli import newer_side, read_turns
 
 from .test_cli import nylon
 from .test_cli_first_user import _env
