@@ -968,13 +968,13 @@ def resolve_times(text: str, ref: datetime | date) -> list[TimeMention]:
     ref_day = ref.date() if isinstance(ref, datetime) else ref
     sentences = _sentence_bounds(text)
     out: list[TimeMention] = []
-    weekday_end = -1  # where the last mention ended, when it was a bare weekday
+    weekday_end = -1  # where the last mention kept ended, when it was a weekday
     for s, _e, m, handler in _scan(text):
-        if handler in (_h_dm, _h_dmy, _h_iso) and out and _WEEKDAY_THEN_DATE.fullmatch(text, weekday_end, s):
+        if handler in (_h_dm, _h_dmy, _h_iso) and weekday_end >= 0 and _WEEKDAY_THEN_DATE.fullmatch(text, weekday_end, s):
             # "Monday November 16", "Monday, 16 November": the weekday names the date's day, not
             # the Monday before the session (it was resolved to 9 November beside the 16th)
             out.pop()
-        weekday_end = m.end() if handler is _h_weekday else -1
+        weekday_end = -1
         sent = next((text[a:b] for a, b in sentences if a <= s < b), text)
         try:
             resolved = handler(m, _Ctx(ref=ref_day, future=_is_future(sent)))
@@ -983,6 +983,7 @@ def resolve_times(text: str, ref: datetime | date) -> list[TimeMention]:
         if resolved is None:
             continue
         start, end, gran, approx = resolved
+        weekday_end = m.end() if handler is _h_weekday else -1
         out.append(
             TimeMention(surface=m.group().strip(), start=start, end=end, granularity=gran, approximate=approx,
                         yearless=handler is _h_dm)

@@ -471,3 +471,12 @@ def test_a_weekday_naming_a_dates_day_is_that_date(text, surface):
 def test_a_weekday_apart_from_a_date_stays_its_own_mention():
     got = resolve_times("On Friday we shipped. 16 November is the deadline.", date(2026, 11, 11))
     assert [m.start for m in got] == [date(2026, 11, 6), date(2026, 11, 16)]
+
+
+@pytest.mark.parametrize("text, days", [
+    ("On 2 November we planned Cyber Monday, November 30 sales.", [date(2026, 11, 2), date(2026, 11, 30)]),
+    ("Yesterday we planned the Black Friday, 27 November promo.", [date(2026, 11, 10), date(2026, 11, 27)]),
+])
+def test_a_holiday_before_a_date_takes_no_other_mention_with_it(text, days):
+    """A holiday's weekday ("Cyber Monday") is no mention: the date after it dropped the one before."""
+    assert [m.start for m in resolve_times(text, date(2026, 11, 11))] == days
