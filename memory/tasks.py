@@ -7,9 +7,9 @@ from celery import shared_task
 from nylon_project.celery import TRANSIENT_RETRY
 
 
-# These two answer their caller (an operator, a test): their results are kept, unlike other tasks'
-# (CELERY_TASK_IGNORE_RESULT). Neither is sent on a request's path.
-@shared_task(acks_late=True, name="memory.warm_cache", ignore_result=False)
+# Results are kept only when the sender asks (``apply_async(..., ignore_result=False)``): the beat sends
+# reembed_missing, and a kept result made each send subscribe to it first (CELERY_TASK_IGNORE_RESULT).
+@shared_task(acks_late=True, name="memory.warm_cache")
 def warm_cache(org_id: int) -> dict:
     """Build (or catch up) the engine cache of the worker process that runs it; returns its stats.
 
@@ -23,7 +23,7 @@ def warm_cache(org_id: int) -> dict:
     return {**index.stats(), "watermark": int(index.watermark)}
 
 
-@shared_task(acks_late=True, name="memory.reembed_missing", ignore_result=False, **TRANSIENT_RETRY)
+@shared_task(acks_late=True, name="memory.reembed_missing", **TRANSIENT_RETRY)
 def reembed_missing(org_id: int | None = None, batch: int = 256) -> int:
     """Embed nodes written while the embedder was down. Idempotent: only rows still missing."""
     from .services import reembed_missing as run

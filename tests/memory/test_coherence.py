@@ -23,10 +23,10 @@ def test_worker_process_sees_web_writes(world, client_for, celery_worker_process
     org_id = world["a"].org.id
     c = client_for(world["a"].key)
     _weave(c, "The deploy window is Tuesday 14:00 UTC.")
-    first = warm_cache.delay(org_id).get(timeout=60)
+    first = warm_cache.apply_async((org_id,), ignore_result=False).get(timeout=60)
     assert first["nodes"] == 1
     _weave(c, "Rollback plan: keep the previous image for 48 hours.")
-    second = warm_cache.delay(org_id).get(timeout=60)
+    second = warm_cache.apply_async((org_id,), ignore_result=False).get(timeout=60)
     assert second["nodes"] == 2
     assert second["watermark"] >= first["watermark"]
 

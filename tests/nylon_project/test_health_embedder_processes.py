@@ -46,7 +46,8 @@ def test_a_worker_whose_embedder_fails_makes_healthz_degraded_and_names_it(world
     proc = start_worker(queue, env, concurrency=1)
     try:
         assert _embedder_check()["checks"]["embedder"]["status"] == "ok"  # this process's own is fine
-        result = app.send_task("memory.reembed_missing", kwargs={"org_id": world["a"].org.id}, queue=queue)
+        result = app.send_task("memory.reembed_missing", kwargs={"org_id": world["a"].org.id}, queue=queue,
+                               ignore_result=False)
         assert result.get(timeout=90) == 0  # nothing embedded: the endpoint is down
         body = _embedder_check()
         check = body["checks"]["embedder"]
