@@ -399,9 +399,10 @@ def _attach_conflict_actions(*, actor: Actor, conflicts: list) -> None:
     for c in conflicts:
         a, b = c.node_a, c.node_b
         writable = {n.id: node_writable(actor, n) for n in (a, b)}
-        c.may_keep_newer = writable[c.older_id]  # the newer kept: the older is closed
-        c.may_keep_older = writable[c.newer_id]
-        c.may_close = c.may_keep_newer or c.may_keep_older
+        current = {n.id: n.valid_to is None for n in (a, b)}  # a side another resolution replaced is not kept
+        c.may_keep_newer = writable[c.older_id] and current[c.newer_id]  # the newer kept: the older is closed
+        c.may_keep_older = writable[c.newer_id] and current[c.older_id]
+        c.may_close = writable[a.id] or writable[b.id]
         if not c.may_close:
             c.resolvers = _conflict_resolvers([a, b], teams)
 

@@ -104,3 +104,18 @@ def test_a_member_who_owns_one_side_may_close_their_own_but_not_the_other(world,
     # superseding closes the memory not kept: the member may close their own (keeping the owner's),
     # never the owner's org-wide one
     assert offered == {"keep_both", "reject", f"supersede:{conflict.node_a_id}"}
+
+
+def test_a_side_another_resolution_replaced_is_not_offered_to_keep(world, login):
+    """The service refuses to keep a superseded memory; the queue does not offer it either."""
+    from django.utils import timezone
+
+    from memory.models import Node
+
+    a = world["a"]
+    conflict = _conflict(world, "org_pair")
+    Node.objects.filter(id=conflict.node_b_id).update(valid_to=timezone.now())  # replaced elsewhere
+    client = login(a.owner)
+    offered = _offered(client, conflict)
+    assert f"supersede:{conflict.node_b_id}" not in offered and f"supersede:{conflict.node_a_id}" in offered
+    assert offered == _accepted(client, conflict)
