@@ -371,7 +371,7 @@ def recall_disputes(actor: Actor, node_ids: list[int]) -> dict[int, list[dict]]:
             if mine in wanted:
                 out.setdefault(mine, []).append({"node_id": other, "occurred_at": _iso(other_at)})
     for items in out.values():
-        items.sort(key=lambda d: (d["occurred_at"] or "", d["node_id"]))
+        items.sort(key=lambda d: (_when(d["occurred_at"]), d["node_id"]))
     return out
 
 
@@ -823,6 +823,12 @@ def recall_for(*, actor: Actor, query: str, k: int, depth: int | None = None,
                   judged=bool(query_tokens), embed_ms=embed_ms)
 
 
+def _when(iso: str | None) -> datetime:
+    # As datetimes, not strings: ``_iso`` leaves out zero microseconds, and "…T11:00:00Z" sorted
+    # after "…T11:00:00.5Z" of the same second ("Z" > ".").
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")) if iso else datetime.min.replace(tzinfo=UTC)
+
+
 def _newer_side_first(items: list[Recalled]) -> list[Recalled]:
     """Of two recalled memories in an open conflict, the newer one right above the older when it was
     below it: "Correction: the Q1 ads budget is cut to 25k" was listed under "the Q1 ads budget is
@@ -836,8 +842,8 @@ def _newer_side_first(items: list[Recalled]) -> list[Recalled]:
             continue
         newer = [by_id[d["node_id"]] for d in it.disputed_by
                  if d["node_id"] in by_id and d["node_id"] not in placed
-                 and (d["occurred_at"] or "") > (it.occurred_at or "")]
-        for rival in sorted(newer, key=lambda r: (r.occurred_at or "", r.node_id), reverse=True):
+                 and _when(d["occurred_at"]) > _when(it.occurred_at)]
+        for rival in sorted(newer, key=lambda r: (_when(r.occurred_at), r.node_id), reverse=True):
             out.append(rival)
             placed.add(rival.node_id)
         out.append(it)

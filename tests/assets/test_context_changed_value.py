@@ -48,3 +48,19 @@ def test_the_correction_is_a_conflict_and_is_read_first(world, client_for, setti
     assert f"disputed by memory {new}" in body["dynamic"]
     scores = [r["score"] for r in body["recall"]]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_the_newer_side_is_told_by_time_not_by_the_text_of_its_time():
+    """Times are compared as times: "…T11:00:00Z" (no fraction written) came after "…T11:00:00.5Z"."""
+    from types import SimpleNamespace
+
+    from assets.context import Recalled, _newer_side_first
+
+    def item(nid, at, rival, rival_at):
+        return Recalled(hit=SimpleNamespace(node_id=nid, score=1.0, text=str(nid)), occurred_at=at,
+                        disputed_by=[{"node_id": rival, "occurred_at": rival_at}])
+
+    whole, half = "2026-11-10T11:00:00Z", "2026-11-10T11:00:00.500000Z"
+    older, newer = item(1, whole, 2, half), item(2, half, 1, whole)
+    assert [it.node_id for it in _newer_side_first([older, newer])] == [2, 1]
+    assert [it.node_id for it in _newer_side_first([newer, older])] == [2, 1]
