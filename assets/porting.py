@@ -727,6 +727,11 @@ def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict
                     counts["skipped"] += 1
                     continue
                 row["node_ids"] = [node_map[i] for i in row.get("node_ids", []) if i in node_map]
+                if "approved_at" not in row and row.get("version") == a.approved_version \
+                        and a.visibility != "private":
+                    # an export from before approved_at: its served version was approved (the
+                    # migration's rule), or agents would be given an empty history of what they read
+                    row["approved_at"] = a.approved_at or a.updated_at
                 AssetVersion.objects.create(org=org, asset=a, **row)
                 counts["asset_version"] += 1
     except IntegrityError as exc:

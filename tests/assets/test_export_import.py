@@ -257,3 +257,25 @@ def test_every_model_value_is_one_the_engine_cache_maps():
     assert set(NodeKind.values) == set(KIND)
     assert set(Visibility.values) == set(SCOPE)
     assert set(EdgeKind.values) == set(EDGE)
+
+
+def test_an_export_from_before_approved_at_keeps_its_served_version_approved(world, client_for, tmp_path):
+    """Exports made before versions recorded their approval carry no ``approved_at``: the served
+    version comes in approved (as the migration marks it), or agents got an empty history."""
+    from .helpers import approve
+
+    a = world["a"]
+    admin = client_for(a.admin)
+    aid = create_asset(admin, kind="skill", visibility="org", title="Ops", body="Page the on-call.")["id"]
+    admin.post(f"/api/v1/assets/{aid}/transition", {"to": "candidate"}, format="json")
+    approve(admin, aid)
+    out = tmp_path / "alpha.jsonl"
+    call_command("export_memory", "--org", "alpha", "--out", str(out))
+    old = [json.dumps({k: v for k, v in json.loads(x).items() if k != "approved_at"})
+           for x in out.read_text().splitlines()]
+    out.write_text("\n".join(old) + "\n")
+    gamma = _twin_org(world)
+    call_command("import_memory", "--org", "gamma", str(out))
+    imported = Asset.objects.get(org=gamma, title="Ops")
+    assert imported.approved_version == 1
+    assert AssetVersion.objects.get(asset=imported, version=1).approved_at is not None
