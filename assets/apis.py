@@ -461,9 +461,11 @@ class BindingOutput(serializers.Serializer):
         # To the agent itself, an asset it does not own as GET assets/{id} shows it: what it is
         # served, not that a newer version awaits review (nor that version's number).
         reader = self.context.get("reader")
-        if reader is not None and selectors.reads_served(reader, b.asset) and selectors.pending_version(b.asset):
-            return ""
-        return self._serving(b)[1]
+        version, note = self._serving(b)
+        if (reader is not None and selectors.reads_served(reader, b.asset) and selectors.pending_version(b.asset)
+                and version is not None):
+            return ""  # only the note of a version awaiting review; why nothing is served stays said
+        return note
 
 
 class AgentBindingListApi(Api):

@@ -56,6 +56,8 @@ def test_agent_is_not_named_an_asset_made_private_by_its_owner(world, client_for
     assert PRIVATE_TITLE not in r.content.decode() and "Deploys" not in r.content.decode()
     row = _bindings(bot, a.agent.id)[aid]
     assert row["asset_title"] is None and row["served"] is False
+    # why it gets nothing is still said (a pending edit made the note blank before)
+    assert "no longer includes the agent" in row["note"] and PRIVATE_TITLE not in row["note"]
 
 
 def test_agent_is_named_its_own_candidate_and_nothing_of_a_bound_asset_never_approved(world, client_for):
