@@ -34,6 +34,18 @@ def _too_many(request, template: str, context: dict, seconds: int):
     return response
 
 
+def _account_name(typed: str) -> str:
+    """The name of the account an email signs in to (``teams.backends.NameOrEmailBackend``), so an
+    account's name and its email count failures together: each had a count of its own, twice the
+    guesses. An email that names no single active account is counted as typed."""
+    typed = typed.strip()
+    if "@" not in typed:
+        return typed
+    names = list(get_user_model()._default_manager.filter(email__iexact=typed, is_active=True)
+                 .values_list(get_user_model().USERNAME_FIELD, flat=True)[:2])
+    return names[0] if len(names) == 1 else typed
+
+
 def limit_failed_logins(view):
     """Wraps a sign-in view (the console's, Django admin's): failed sign-ins are limited per account
     name and address (``NYLON_LOGIN_FAILURES`` in 15 minutes) and per address (ten times that),
@@ -47,7 +59,7 @@ def limit_failed_logins(view):
         if request.method != "POST":
             return view(request, *args, **kwargs)
         ip = ratelimit.client_ip(request)
-        account = f"{ratelimit.account_ident(request.POST.get('username') or '')}|{ip}"
+        account = f"{ratelimit.account_ident(_account_name(request.POST.get('username') or ''))}|{ip}"
         limit = settings.NYLON_LOGIN_FAILURES
         wait = (ratelimit.retry_after("login-ip", ip, limit=limit * 10, window=LOGIN_WINDOW)
                 or ratelimit.retry_after("login", account, limit=limit, window=LOGIN_WINDOW))

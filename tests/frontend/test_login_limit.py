@@ -139,3 +139,13 @@ def test_compatibility_spellings_of_a_name_share_its_count(user, settings):
     for name in (wide, user.username):
         c = Client(REMOTE_ADDR=ip)
         assert _sign_in(c, name, PASSWORD).status_code == 429 and "_auth_user_id" not in c.session
+
+
+def test_an_accounts_name_and_email_count_failures_together(settings):
+    settings.NYLON_LOGIN_FAILURES = 3
+    name = f"dana-{uuid.uuid4().hex[:8]}"
+    get_user_model().objects.create_user(name, f"{name}@example.com", PASSWORD)
+    ip = _ip()
+    for typed in (name, f"{name}@example.com", name.upper()):
+        assert _sign_in(Client(REMOTE_ADDR=ip), typed, "wrong").status_code == 200
+    assert _sign_in(Client(REMOTE_ADDR=ip), f"{name}@EXAMPLE.com", PASSWORD).status_code == 429
