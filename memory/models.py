@@ -108,6 +108,8 @@ class Node(models.Model):
         ]
         indexes = [
             models.Index(fields=["org", "-id"], name="node_org_recent"),
+            # the console's memory browser: newest first by when things happened (keyset on both)
+            models.Index(fields=["org", "-occurred_at", "-id"], name="node_org_occurred"),
             models.Index(fields=["org", "session_key", "seq"], name="node_org_session"),
             models.Index(fields=["org", "owner_agent", "-id"], name="node_org_agent"),
             models.Index(fields=["org", "owner_user", "-id"], name="node_org_user"),
