@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model, password_validation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.mail import send_mail
 from django.core.validators import validate_email
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
@@ -669,6 +669,12 @@ def invitation_signup(*, invitation: Invitation, password: str, username: str = 
     signs in with either. A name or password the validators refuse is a 400 on that field, with
     nothing written."""
     invitation = _lock_open_invitation(invitation)
+    # Sign-ups one at a time: a name is unique regardless of case by the check below, which the
+    # username column's index (case-sensitive) does not back, and the org row lock above serialises
+    # one org's sign-ups only: two orgs' at once as "Ana" and "ana" both passed it. Rare writes; the
+    # lock ends with the transaction.
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext('nylon:account-signup'))")
     email = invitation.email.strip().lower()
     if User.objects.filter(email__iexact=email).exists():
         raise ValidationError({"email": ["An account with this email exists: sign in to accept."]})

@@ -141,3 +141,25 @@ def test_a_reinvite_meeting_a_revoke_accept_or_decline_does_not_deadlock(world, 
     assert Invitation.objects.get(id=invitation.id).status == "revoked"
     assert Invitation.objects.get(id=results["invite"][0].id).status == "pending"
     assert not Membership.objects.filter(org=a.org, user=b.member).exists()
+
+
+def test_two_sign_ups_as_one_name_in_two_cases_make_one_account(world):
+    """Names are unique regardless of case, by a check the case-sensitive index does not back: two
+    sign-ups at once as "Ana" and "ana" both passed it. The second now waits and is refused."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.exceptions import ValidationError
+
+    a, b = world["a"], world["b"]  # two orgs: one org's sign-ups already wait for each other (its row lock)
+    first_inv, _ = services.member_invite(actor=actor_for_user(a.admin, a.org), email="ana.one@example.com",
+                                          role="member", base_url="http://testserver")
+    second_inv, _ = services.member_invite(actor=actor_for_user(b.owner, b.org), email="ana.two@example.com",
+                                           role="member", base_url="http://testserver")
+    password = "a-long-enough-password-42"
+    first, second, waited = _run_second_while_first_holds(
+        lambda: services.invitation_signup(invitation=first_inv, password=password, username="Ana"),
+        lambda: services.invitation_signup(invitation=second_inv, password=password, username="ana"),
+    )
+    assert not isinstance(first, Exception), first
+    assert isinstance(second, ValidationError) and "taken" in str(second.detail["username"])
+    assert waited >= HOLD_SECS * 0.8
+    assert get_user_model().objects.filter(username__iexact="ana").count() == 1
