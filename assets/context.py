@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
+from django.conf import settings
 
 from memory.engine.tokenize import tokenize
 from memory.engine.types import Hit
@@ -102,6 +103,44 @@ def warm_up() -> None:
             _references(embedder)
     except Exception:  # the embedder's own degraded state shows it to the first request and /healthz
         log.warning("warm-up of the embedder failed", exc_info=True)
+    warm_recent_orgs(settings.NYLON_CACHE_WARM_ORGS)
+
+
+def warm_up_thread() -> None:
+    """``warm_up`` as the ASGI application runs it, in a thread of its own: the database connection
+    it opened is closed at its end (no request will)."""
+    from django.db import connections
+
+    try:
+        warm_up()
+    finally:
+        connections.close_all()
+
+
+def warm_recent_orgs(limit: int) -> list[int]:
+    """Builds the engine caches of the ``limit`` orgs whose sessions had a turn most recently, the way
+    their first request would (``EngineCache.get_or_none``: admission, the byte cap, and a background
+    build for a large org), so that request does not pay for the build. After a restart the proxy
+    passed its first requests through without memory: a build does not fit its budget. Returns the
+    orgs asked for. Failures are left to the requests."""
+    from memory.cache import get_cache
+    from memory.models import MemorySession
+
+    orgs: list[int] = []
+    if limit <= 0:
+        return orgs
+    try:
+        for org_id in (MemorySession.objects.order_by("-last_turn_at")
+                       .values_list("org_id", flat=True)[:limit * 50]):
+            if org_id not in orgs:
+                orgs.append(org_id)
+                if len(orgs) == limit:
+                    break
+        for org_id in orgs:
+            get_cache().get_or_none(org_id)
+    except Exception:
+        log.warning("warm-up of the engine caches failed", exc_info=True)
+    return orgs
 
 
 def close_cosine_for(embedder, query_vec: np.ndarray | None) -> float | None:

@@ -15,7 +15,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from assets.context import warm_up  # noqa: E402
+from assets.context import warm_up_thread  # noqa: E402
 from assets.mcp import http_app as mcp_http_app  # noqa: E402
 from frontend.routing import websocket_urlpatterns  # noqa: E402
 from nylon_project.shedding import LoadShedder  # noqa: E402
@@ -40,5 +40,6 @@ application = ProtocolTypeRouter(
     }
 )
 
-# The model loads in the background while the server starts accepting requests, not in the first one.
-threading.Thread(target=warm_up, name="nylon-warm-up", daemon=True).start()
+# The model (and the recently written orgs' caches) load in the background while the server starts
+# accepting requests, not in the first one.
+threading.Thread(target=warm_up_thread, name="nylon-warm-up", daemon=True).start()

@@ -359,6 +359,9 @@ NYLON_CACHE_SYNC_BUILD_MAX_NODES = env_int("NYLON_CACHE_SYNC_BUILD_MAX_NODES", 5
 # org only if it was asked for more than twice as often lately as the indexes its build would evict
 # (else Postgres answers it); "lru" builds every cold org and evicts the least recently used.
 NYLON_CACHE_ADMISSION = env_choice("NYLON_CACHE_ADMISSION", ("frequency", "lru"), "frequency")
+# A web process builds the caches of this many recently written orgs when it starts (0: none), so
+# their first requests (the proxy's, within its budget) find the index ready.
+NYLON_CACHE_WARM_ORGS = env_int("NYLON_CACHE_WARM_ORGS", 8)
 
 NYLON_LLM_URL = os.environ.get("NYLON_LLM_URL", "")
 # reflection.llm.PROVIDERS; case-insensitive. An unknown name used to become openai without a word.
