@@ -438,7 +438,8 @@ def neutralise_tags(text: str) -> str:
 
 
 # C0 controls (whitespace ones are folded to spaces first), DEL and C1 controls.
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+# and the bidirectional overrides and isolates, which show text in another order than it is stored
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def _no_controls(text: str) -> str:

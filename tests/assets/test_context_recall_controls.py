@@ -47,3 +47,7 @@ def test_a_members_escape_sequences_do_not_reach_the_agents_context(world, clien
     assert not _controls(body["context"].replace("\n", "")), body["context"]
     assert not _controls(body["dynamic"].replace("\n", ""))
     assert "\x1b" in body["recall"][0]["text"]  # the item is the stored text, as data in JSON
+
+
+def test_recall_text_drops_bidirectional_overrides():
+    assert recall_text("run \u202etxt.exe\u202c now \u2067x\u2069 שלום") == "run txt.exe now x שלום"

@@ -125,3 +125,10 @@ def test_cli_against_the_service_prints_a_members_escape_sequences_inert(nylon_s
         assert out.returncode == 0, out.stderr
         assert "deploy freeze note" in out.stdout and "hidden" in out.stdout, (argv, out.stdout)
         _clean(out.stdout.replace("\n", ""))
+
+
+def test_bidirectional_overrides_are_stripped_and_plain_rtl_text_kept():
+    """An override (U+202E) shows stored text in another order ("Trojan Source"); marks and RTL
+    letters are text and stay."""
+    shown = nylon_cli.printable("approve \u202eevil.sh\u202c and \u2066x\u2069 — שלום \u200f")
+    assert shown == "approve evil.sh and x — שלום \u200f"

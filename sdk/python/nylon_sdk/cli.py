@@ -123,7 +123,8 @@ class Progress:
 # -- output ------------------------------------------------------------------------------------
 
 # C0 controls but tab and newline, DEL, and C1 controls (U+0080-U+009F: 8-bit CSI/OSC/ST...).
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# and the bidirectional overrides and isolates, which show text in another order than it is stored
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: object) -> str:
