@@ -6,26 +6,13 @@ from __future__ import annotations
 import pytest
 
 from assets.mcp import tool_resonate
-from memory.cache import get_cache
 from teams.auth import actor_for_agent
 from teams.models import Scope
 
 from .helpers import weave
+from .test_context_relevance import _context
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    get_cache().drop()
-    yield
-    get_cache().drop()
-
-
-def _context(client, query: str, **extra) -> dict:
-    r = client.post("/api/v1/context", {"query": query, "reinforce": False, **extra}, format="json")
-    assert r.status_code == 200, r.content
-    return r.json()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_cache")]
 
 
 def test_an_org_with_no_memory_is_no_match(world, client_for):
