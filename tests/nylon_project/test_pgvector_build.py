@@ -1,0 +1,83 @@
+"""The embedded pgvector must run on this CPU: the wheel's build used AVX-512 instructions that
+killed every backend computing a 384-dimension distance on an AVX2-only machine
+(``nylon_project/pgvector_build.py``)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from nylon_project import pgvector_build
+
+
+@pytest.fixture
+def fake_libdir(tmp_path, monkeypatch):
+    (tmp_path / "vector.so").write_bytes(b"bundled")
+    monkeypatch.setattr(pgvector_build, "library_dir", lambda: tmp_path)
+    return tmp_path
+
+
+def test_a_marker_from_another_cpu_is_not_a_check_of_this_one(fake_libdir):
+    assert not pgvector_build.checked()  # never checked
+    pgvector_build._mark("bundled")
+    assert pgvector_build.checked()
+    (fake_libdir / pgvector_build.MARKER_NAME).write_text("0123456789abcdef built pgvector 0.8.2\n")
+    assert not pgvector_build.checked()  # a venv copied from another machine is checked again
+
+
+def test_install_swaps_by_rename_and_keeps_the_bundled_library(fake_libdir, tmp_path_factory):
+    built = tmp_path_factory.mktemp("build") / "vector.so"
+    built.write_bytes(b"portable")
+    before = (fake_libdir / "vector.so").stat().st_ino
+    pgvector_build._install(built)
+    assert (fake_libdir / "vector.so").read_bytes() == b"portable"
+    assert (fake_libdir / "vector.so").stat().st_ino != before  # a new file: mapped copies stay intact
+    assert (fake_libdir / "vector.so.bundled").read_bytes() == b"bundled"
+    pgvector_build._install(built)  # again: the wheel's copy is not overwritten by ours
+    assert (fake_libdir / "vector.so.bundled").read_bytes() == b"bundled"
+    assert not [p for p in fake_libdir.iterdir() if p.name.startswith(".vector.so.")]
+
+
+def test_a_source_archive_with_another_checksum_is_refused(tmp_path, monkeypatch):
+    fake = tmp_path / "pgvector.tar.gz"
+    fake.write_bytes(b"not pgvector")
+    monkeypatch.setattr(pgvector_build, "SOURCE_URL", fake.as_uri())
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(RuntimeError, match="sha256"):
+        pgvector_build._download(out)
+    assert not list(out.iterdir())  # nothing left to build from
+    assert hashlib.sha256(b"not pgvector").hexdigest() != pgvector_build.SOURCE_SHA256
+
+
+def test_the_library_in_place_was_checked_here_and_passes_the_probe():
+    """`make test` runs the check before the suite: the library the tests use was checked on this
+    CPU, and the probe (a throwaway server doing what Nylon asks of pgvector) passes."""
+    assert pgvector_build.checked()
+    assert pgvector_build.probe() == (True, "")
+
+
+@pytest.mark.django_db
+def test_the_service_database_computes_384_dimension_distances_and_hnsw_inserts():
+    vec = "[" + ",".join(f"{(i % 7) / 7:.3f}" for i in range(384)) + "]"
+    with connection.cursor() as cur:
+        cur.execute("SELECT %s::vector <=> %s::vector", [vec, vec])
+        assert abs(cur.fetchone()[0]) < 1e-6
+        cur.execute("CREATE TEMP TABLE v (e vector(384))")
+        cur.execute("CREATE INDEX ON v USING hnsw (e vector_cosine_ops)")
+        cur.execute("INSERT INTO v SELECT %s::vector FROM generate_series(1, 20)", [vec])
+        cur.execute("SELECT count(*) FROM v")
+        assert cur.fetchone()[0] == 20
+
+
+def test_the_probe_reports_a_failing_step(monkeypatch):
+    """A step that fails is named, and the server is cleaned up (run in this process)."""
+    monkeypatch.setattr(pgvector_build, "DIM", 0)  # vector(0) is refused by pgvector itself
+    works, why = pgvector_build._probe_here()
+    assert not works and why.startswith("distances of 0-dimension vectors failed") and "dimension" in why
+    assert not list(Path("/tmp").glob(f"nylon-pgvector-probe-{__import__('os').getpid()}-*"))
+
+
