@@ -3,6 +3,7 @@ approval and access decision is one append-only row."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
@@ -164,6 +165,13 @@ class AssetVersion(models.Model):
     node_ids = ArrayField(models.BigIntegerField(), default=list, blank=True)
     content_hash = models.CharField(max_length=64)
     author_label = models.CharField(max_length=255, blank=True, default="")
+    # Who saved it, by id: the label is a name at the time, and an agent renamed, or a new agent
+    # given a former one's name, would match another's label (an agent may write again on its own
+    # edit awaiting review, and only on its own).
+    author_agent = models.ForeignKey("teams.Agent", on_delete=models.SET_NULL, null=True, blank=True,
+                                     related_name="+")
+    author_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                                    blank=True, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     # When an approver approved this version's text (None: never approved, e.g. a rejected edit). An
     # agent reads an asset's history up to the served version, and only the versions approved in it:

@@ -43,7 +43,8 @@ from .models import Asset, AssetVersion
 FORMAT = "nylon-export"
 FORMAT_VERSION = 1
 _REF_FIELDS = {"id", "org", "owner_user", "owner_agent", "team", "source_user", "source_agent", "embedding",
-               "approved_by", "asset", "src", "dst", "search", "txid"}
+               "approved_by", "asset", "src", "dst", "search", "txid",
+               "author_agent", "author_user"}  # a version's author by id: its label travels, ids do not
 
 
 def _plain(v):

@@ -123,6 +123,8 @@ def _version_row(asset: Asset, actor: Actor, *, approved_at=None) -> AssetVersio
         org=asset.org, asset=asset, version=asset.version, title=asset.title, summary=asset.summary,
         body=asset.body, node_ids=asset.node_ids, content_hash=asset.content_hash,
         author_label=actor.label[:255] if actor else "system", approved_at=approved_at,
+        author_agent=actor.agent if actor else None,
+        author_user=actor.user if actor is not None and actor.agent is None else None,
     )
 
 
@@ -178,9 +180,7 @@ def _writes_on_what_it_reads(actor: Actor, asset: Asset) -> bool:
         return True
     if asset.version == selectors.served_version(asset):
         return True
-    author = (AssetVersion.objects.filter(asset=asset, version=asset.version)
-              .values_list("author_label", flat=True).first())
-    return author == actor.label[:255]
+    return AssetVersion.objects.filter(asset=asset, version=asset.version, author_agent=actor.agent).exists()
 
 
 @transaction.atomic

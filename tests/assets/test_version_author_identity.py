@@ -1,0 +1,82 @@
+"""An agent with a write grant may write again on its own edit awaiting review, and on no one
+else's. Its own was told by the version's author label, "agent:<name>": renamed, the agent lost its
+own edit, and a new agent given its former name could sign under text no approver had seen. The
+version now records its author by id (``AssetVersion.author_agent`` / ``author_user``)."""
+
+from __future__ import annotations
+
+import pytest
+from django.apps import apps
+
+from assets.models import AgentBinding, AssetVersion
+from teams import services as team_services
+from teams.models import Agent
+
+from .helpers import grant
+from .test_agent_write_answers import _agent_writer
+from .test_approved_edit_review import fresh_cache  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+def _rename_and_reuse_the_name(world, client_for, carol, aid):
+    """The owner renames the team's agent; a new agent of the team takes its former name and gets
+    the same write grant and binding."""
+    a = world["a"]
+    old_name = a.agent.name
+    r = client_for(a.owner).patch(f"/api/v1/agents/{a.agent.id}", {"name": "bot-retired"}, format="json")
+    assert r.status_code == 200, r.content
+    newcomer = Agent.objects.create(org=a.org, name=old_name, team=a.team)
+    _, key = team_services.api_key_create(actor=None, agent=newcomer, name="test")
+    grant(carol, "asset", aid, grantee_kind="agent", agent_id=newcomer.id, permission="write")
+    # bound as the team's agent was while the asset was the team's (no one may bind it now that
+    # it is restricted: its owner is no admin, the admins do not read it)
+    AgentBinding.objects.create(org=a.org, agent=newcomer, asset_id=aid, mode="full")
+    return client_for(key)
+
+
+def test_a_new_agent_with_a_former_name_cannot_write_on_the_others_pending_edit(world, client_for):
+    aid, carol, _bob, bot = _agent_writer(world, client_for)
+    r = bot.patch(f"/api/v1/assets/{aid}", {"expected_version": 1, "body": "Deploy blue-green."}, format="json")
+    assert r.status_code == 200 and r.json()["version"] == 2
+    newcomer = _rename_and_reuse_the_name(world, client_for, carol, aid)
+
+    r = newcomer.patch(f"/api/v1/assets/{aid}", {"expected_version": 2, "body": "Deploy on Fridays."},
+                       format="json")
+    assert r.status_code == 409, r.content
+    assert "Deploy blue-green." not in r.content.decode()
+    assert AssetVersion.objects.filter(asset_id=aid).count() == 2  # nothing written
+
+    # the renamed agent still writes on its own edit
+    r = bot.patch(f"/api/v1/assets/{aid}", {"expected_version": 2, "body": "Deploy blue-green; page on-call."},
+                  format="json")
+    assert r.status_code == 200, r.content
+    assert r.json()["version"] == 3
+    v3 = AssetVersion.objects.get(asset_id=aid, version=3)
+    assert v3.author_agent_id == world["a"].agent.id and v3.author_label == "agent:bot-retired"
+
+
+def test_people_are_recorded_by_id_too(world, client_for):
+    aid, _carol, _bob, _bot = _agent_writer(world, client_for)
+    v1 = AssetVersion.objects.get(asset_id=aid, version=1)
+    assert v1.author_user_id == world["a"].member.id and v1.author_agent_id is None
+
+
+def test_the_migration_names_authors_from_labels_but_not_a_later_namesake(world, client_for):
+    """Versions saved before the columns: the label names the agent that bore the name then; an
+    agent created after the version is not its author."""
+    aid, carol, _bob, bot = _agent_writer(world, client_for)
+    r = bot.patch(f"/api/v1/assets/{aid}", {"expected_version": 1, "body": "Deploy blue-green."}, format="json")
+    assert r.status_code == 200
+    AssetVersion.objects.filter(asset_id=aid).update(author_agent=None, author_user=None)
+    migration = __import__("assets.migrations.0006_assetversion_author", fromlist=["authors_from_labels"])
+    migration.authors_from_labels(apps, None)
+    got = {v.version: (v.author_user_id, v.author_agent_id) for v in AssetVersion.objects.filter(asset_id=aid)}
+    assert got[1] == (world["a"].member.id, None) and got[2] == (None, world["a"].agent.id)
+
+    # renamed, with a namesake made afterwards: the old label matches only the namesake, which is
+    # younger than the version, so the version is left without an author id
+    _rename_and_reuse_the_name(world, client_for, carol, aid)
+    AssetVersion.objects.filter(asset_id=aid).update(author_agent=None, author_user=None)
+    migration.authors_from_labels(apps, None)
+    assert AssetVersion.objects.get(asset_id=aid, version=2).author_agent_id is None
