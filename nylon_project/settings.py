@@ -384,14 +384,16 @@ NYLON_ABSTRACTION_MAX_ATTEMPTS = env_int("NYLON_ABSTRACTION_MAX_ATTEMPTS", 3)
 NYLON_ENQUEUE_TASKS = env_bool("NYLON_ENQUEUE_TASKS", True)
 
 # Memory proxy (proxy/): upstreams (base URLs ending in /v1), the time budget for the key check and
-# the context bundle (beyond it the request goes through unmodified), and the injection caps.
+# the context bundle (beyond it the request goes through unmodified), and the injection caps: the
+# recall budget of the bundle (proxy.bundle.recall_budget). Their defaults are the context's
+# (assets.context.Budget), which the proxy used before it read them.
 NYLON_PROXY_OPENAI_UPSTREAM = _env("NYLON_PROXY_OPENAI_UPSTREAM") or "https://api.openai.com/v1"
 NYLON_PROXY_ANTHROPIC_UPSTREAM = _env("NYLON_PROXY_ANTHROPIC_UPSTREAM") or "https://api.anthropic.com/v1"
 NYLON_PROXY_BUDGET_MS = env_float("NYLON_PROXY_BUDGET_MS", 300)
 NYLON_PROXY_TIMEOUT_SECS = env_float("NYLON_PROXY_TIMEOUT_SECS", 600)
 NYLON_PROXY_HITS_K = env_int("NYLON_PROXY_HITS_K", 5)
-NYLON_PROXY_MAX_HIT_CHARS = env_int("NYLON_PROXY_MAX_HIT_CHARS", 400)
-NYLON_PROXY_MAX_HITS_CHARS = env_int("NYLON_PROXY_MAX_HITS_CHARS", 2000)
+NYLON_PROXY_MAX_HIT_CHARS = env_int("NYLON_PROXY_MAX_HIT_CHARS", 600)
+NYLON_PROXY_MAX_HITS_CHARS = env_int("NYLON_PROXY_MAX_HITS_CHARS", 3000)
 
 # Checked here: logging's own refusal ("Unable to configure root logger") named no variable.
 NYLON_LOG_LEVEL = env_choice("NYLON_LOG_LEVEL", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), "INFO")

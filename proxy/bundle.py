@@ -71,12 +71,24 @@ def build_bundle(*, actor: Actor, query: str, tools: bool = True) -> Bundle:
     does not have calls them anyway, and nothing would answer."""
     from assets.context import build_context
 
-    ctx = build_context(actor=actor, query=query[:4000], k=settings.NYLON_PROXY_HITS_K, reinforce=False)
+    ctx = build_context(actor=actor, query=query[:4000], k=settings.NYLON_PROXY_HITS_K, budget=recall_budget(),
+                        reinforce=False)
     if tools:
         return Bundle(stable=ctx.stable_text, volatile=ctx.dynamic_text, stable_hash=ctx.stable_hash)
     stable = without_tool_guide(ctx.stable_text, ctx.language, can_write=actor.can(Scope.WRITE))
     return Bundle(stable=stable, volatile=ctx.dynamic_text,
                   stable_hash=hashlib.sha256(stable.encode()).hexdigest())
+
+
+def recall_budget():
+    """The context budget with the proxy's injection caps: ``NYLON_PROXY_HITS_K`` memories, each cut
+    to ``NYLON_PROXY_MAX_HIT_CHARS``, ``NYLON_PROXY_MAX_HITS_CHARS`` in all (clamped to the context's
+    hard limits, as a caller's budget is)."""
+    from assets.context import Budget
+
+    return Budget.with_overrides({"max_recall_items": settings.NYLON_PROXY_HITS_K,
+                                  "max_chars_per_memory": settings.NYLON_PROXY_MAX_HIT_CHARS,
+                                  "max_recall_chars": settings.NYLON_PROXY_MAX_HITS_CHARS})
 
 
 def without_tool_guide(stable: str, language: str, *, can_write: bool) -> str:
