@@ -31,11 +31,12 @@ from .types import (
     ResonateResult,
     Turn,
     WeaveResult,
+    with_event_ids,
 )
 
 __all__ = [
     "APIError", "AsyncClient", "AuthError", "Client", "Conflict", "ConflictError", "Context", "EndpointUnavailable",
     "Explanation", "Health", "Hit", "Node", "NotFound", "NylonError", "Page", "PayloadTooLarge", "PermissionDenied",
     "RateLimited", "RecallItem", "ResonateResult", "RetryPolicy", "ServerError", "Timeout", "TransportError", "Turn",
-    "ValidationError", "WeaveResult", "__version__",
+    "ValidationError", "WeaveResult", "__version__", "with_event_ids",
 ]

@@ -152,7 +152,8 @@ class Endpoints:
     def weave(self, text: str, *, speaker: str = "", session_key: str = "", occurred_at=None,
               event_id: str = "", caption: str = "", metadata: dict | None = None,
               visibility: str | None = None, team_id: int | None = None):
-        """Write one turn (a verbatim leaf). Returns a ``WeaveResult``."""
+        """Write one turn (a verbatim leaf). Returns a ``WeaveResult``. Sent again, it is written
+        again unless it has an ``event_id`` (see ``weave_session``)."""
         body = Turn(text=text, speaker=speaker, occurred_at=occurred_at, event_id=event_id, caption=caption,
                     metadata=metadata or {}).to_json()
         if session_key:
@@ -162,7 +163,16 @@ class Endpoints:
 
     def weave_session(self, session_key: str, turns: Iterable[Turn | str | dict], *, end_session: bool = False,
                       visibility: str | None = None, team_id: int | None = None):
-        """Write a batch of turns of one session (idempotent per ``event_id``)."""
+        """Write a batch of turns of one session. Returns a ``WeaveResult`` (``created``: how many
+        were new).
+
+        Idempotent only per ``event_id``: a turn sent without one is written again each time it is
+        sent, so a batch retried after an error whose outcome is unknown (a timeout, a lost answer)
+        or a re-run import writes its turns twice. Give each turn a stable ``event_id`` (your own
+        message id), or derive them with ``with_event_ids(session_key, turns)`` — over the whole
+        input, before batching — as ``nylon weave`` does; sent again, the same event_id with the
+        same text, speaker and session is a replay (200, nothing written), and with different ones a
+        ``ConflictError`` (409 ``event_id_reused``) that writes nothing."""
         body = {"session_key": session_key, "turns": [Turn.coerce(t).to_json() for t in turns],
                 "end_session": end_session}
         body.update(_clean({"visibility": visibility, "team_id": team_id}))

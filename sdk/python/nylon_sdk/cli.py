@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .client import Client
 from .errors import APIError, AuthError, NylonError, PermissionDenied
-from .types import Turn
+from .types import Turn, with_event_ids
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -245,17 +245,24 @@ def cmd_weave(args, client: Client) -> int:
     # The default session is the input's: running the same file again (an import cut short) sends its
     # turns to the same session, so their event_ids are replays (200) rather than reuses (409).
     session = args.session or "cli-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    # Plain text and id-less JSON turns carry no event_id, and the server dedupes on nothing else: a
+    # re-run wrote every turn again. Ids derived from the session and each turn's content make it a
+    # replay, and give an edited line a new id (a new memory) rather than a 409 event_id_reused.
+    turns = with_event_ids(session, turns, prefix="cli-")
     progress = Progress(len(turns), "weave", enabled=not args.quiet)
     node_ids: list[int] = []
+    created = 0
     for chunk in batches(turns, args.batch):
         res = client.weave_session(session, chunk, visibility=args.visibility, team_id=args.team)
         node_ids += res.node_ids
+        created += res.created
         progress.advance(len(chunk))
     progress.close()
     if args.json:
-        emit({"session_key": session, "node_ids": node_ids})
+        emit({"session_key": session, "node_ids": node_ids, "created": created})
     else:
-        say(f"woven {len(turns)} turns into session {session} ({len(node_ids)} nodes)")
+        say(f"woven {len(turns)} turns into session {session} ({len(node_ids)} nodes: {created} new, "
+            f"{len(turns) - created} already stored)")
     return 0
 
 
@@ -423,7 +430,12 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("weave", parents=[common], help="write turns from stdin or a text/JSON/JSONL file")
     s.add_argument("file", nargs="?", help="path, or - for stdin (default)")
-    s.add_argument("--session", help="session key (default: cli-<hash of the input>, so a re-run resumes)")
+    s.add_argument("--session", help="session key (default: cli-<hash of the input>). A turn without an event_id "
+                                     "gets one from the session, its speaker and its text, so a re-run of the same "
+                                     "input writes nothing again and finishes an import cut short. An edited "
+                                     "file is another input, so another session with all its turns: re-run it "
+                                     "with the first run's --session to write only the new or changed turns (a "
+                                     "changed turn is a new memory; the old one stays)")
     s.add_argument("--speaker", help="who said the turns (those that name no speaker of their own)")
     s.add_argument("--visibility", choices=["private", "team", "org"])
     s.add_argument("--team", type=int)

@@ -3,7 +3,11 @@ not lost; unknown keys are ignored when building the dataclass."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -45,6 +49,31 @@ class Turn:
         if isinstance(value, dict):
             return _pick(cls, value)
         raise TypeError(f"a turn is a str, dict or Turn, not {type(value).__name__}")
+
+
+def with_event_ids(session_key: str, turns: Iterable[Turn | str | dict], *, prefix: str = "auto-") -> list[Turn]:
+    """``turns`` with an ``event_id`` on each turn that has none, so that sending them again (a
+    retry whose answer was lost, a re-run of an import) is an idempotent replay: the server answers
+    200 and writes nothing. A turn's own ``event_id`` is kept.
+
+    The id is a hash of the session key, the turn's speaker, text and caption, and which repeat of
+    that content in ``turns`` it is (not its line number: a turn inserted earlier does not move the
+    ids of those after it). So a turn whose text, caption or speaker changed gets a new id and is
+    written as a new memory (the old one stays) rather than refused as a 409 ``event_id_reused``,
+    and the same turns sent to another session are new memories there (event_ids are unique per
+    writer across sessions). Derive over the whole input before splitting it into batches."""
+    repeats: Counter[tuple[str, str, str]] = Counter()
+    out = []
+    for turn in map(Turn.coerce, turns):
+        if turn.event_id:
+            out.append(turn)
+            continue
+        content = (turn.speaker, turn.text, turn.caption)  # what the server compares on a replay
+        nth = repeats[content]
+        repeats[content] += 1
+        key = json.dumps([session_key, *content, nth], ensure_ascii=False)
+        out.append(replace(turn, event_id=prefix + hashlib.sha256(key.encode()).hexdigest()[:32]))
+    return out
 
 
 @dataclass
