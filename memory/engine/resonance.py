@@ -321,7 +321,11 @@ def resonate(
         if params.w_spk > 0:
             final = final + params.w_spk / (params.rrf_k + 1) * _speaker_match(index, cand, query_text, vis)
         if params.w_time > 0 and is_time_question(query_text or ""):
-            final = final + params.w_time / (params.rrf_k + 1) * index.col("has_time")[cand]
+            # Only memories that share a word with the question: given to every dated memory, the
+            # bonus (1/61) outweighed the gaps between the top hits, and "When did the payments
+            # outage happen?" got four unrelated dated lines above the incident report.
+            said_when = index.col("has_time")[cand] * (bm.match_fraction(cand) > 0)
+            final = final + params.w_time / (params.rrf_k + 1) * said_when
         if params.w_ent > 0:
             final = final + params.w_ent / (params.rrf_k + 1) * _entity_match(index, cand, query_text)
         if in_dates is not None:

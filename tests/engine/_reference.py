@@ -312,7 +312,7 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
                     final[i] += params.w_spk * bonus
         if params.w_time > 0 and is_time_question(query_text):
             for i in final:
-                if has_time_expression(index.texts[i]):
+                if has_time_expression(index.texts[i]) and qset & set(docs[i]):
                     final[i] += params.w_time * bonus
         if named:
             for i in final:

@@ -512,3 +512,44 @@ def test_a_question_ranks_below_the_statements_it_asks_about() -> None:
                    params=ResonateParams(k=3, w_ask=0.0), now_days=0.0)
     assert [h.node_id for h in off.hits][:2] == [1, 2]
     assert [h.node_id for h in on.hits][:2] == [2, 1]  # still recalled, below the answer
+
+
+def _dated_and_undated_index() -> TenantIndex:
+    """The incident report says no date; two dated lines share no word with the question, one does."""
+    rng = np.random.default_rng(5)
+    texts = [
+        "INC-231 opened: payments api is returning 502 errors",        # the answer, undated
+        "The Globex contract renewal is due on January 31",            # dated, unrelated
+        "Deploys to staging move to next week",                       # dated, unrelated
+        "The payments api rollback finished yesterday",                # dated, shares "payments"
+        "Lunch order for the team offsite",                            # neither
+    ]
+    idx = TenantIndex(8)
+    idx.upsert_nodes([
+        NodeRecord(node_id=10 + i, text=t, speaker="", kind=0, owner_key=1, scope=Scope.ORG, t0=1.0, lam=0.0,
+                   last_updated=0.0, mentions=0, vector=rng.normal(size=8), session_key=i + 1, seq=0,
+                   occurred_at=float(i))
+        for i, t in enumerate(texts)
+    ])
+    return idx
+
+
+def test_the_time_bonus_goes_only_to_dated_memories_that_share_a_word_with_the_question() -> None:
+    """A "When…" question gave every dated memory a bonus larger than the gaps between the top hits:
+    "When did the payments outage happen?" ranked unrelated dated lines above the incident report."""
+    idx = _dated_and_undated_index()
+    query = "When did the payments outage happen?"
+
+    def scores(w_time: float) -> dict[int, float]:
+        res = resonate(idx, query_text=query, query_tokens=None, query_vec=qvec, allowed=np.ones(idx.n, bool),
+                       params=ResonateParams(k=10, w_time=w_time, depth=0), now_days=10.0)
+        return {h.node_id: h.score for h in res.hits}
+
+    qvec = np.random.default_rng(9).normal(size=8)  # every memory is a vector candidate
+
+    with_bonus, without = scores(1.0), scores(0.0)
+    assert {10, 11, 12, 13, 14} <= set(with_bonus)
+    assert with_bonus[11] == pytest.approx(without[11])  # dated, no shared word: no bonus
+    assert with_bonus[12] == pytest.approx(without[12])
+    assert with_bonus[13] > without[13]  # dated and about the payments api
+    assert with_bonus[10] == pytest.approx(without[10])  # undated
