@@ -99,3 +99,44 @@ def test_context_and_the_mcp_tool_say_when_recall_is_lexical_only(world, client_
     set_embedder(_real())
     assert c.post("/api/v1/context", {"query": "staging database password"}, format="json").json()["degraded"] == []
     assert tool_resonate(actor, query="staging database password")["degraded"] == []
+
+
+class WideEmbedder(Embedder):
+    """An OpenAI-style model of another width (text-embedding-3-small answers 1,536 numbers)."""
+
+    name = "wide"
+
+    def _passages(self, texts):
+        import numpy as np
+
+        return np.ones((len(texts), 1536), dtype=np.float32)
+
+    def _query(self, text):
+        return self._passages([text])[0]
+
+
+def test_an_embedder_of_another_width_degrades_writes_instead_of_failing_them(world, client_for):
+    """The column is vector(384): a 1,536-number answer made Postgres refuse every write that embeds
+    (weave and bulk answered 500). Now the write is kept without its vector, the embedder shows as
+    failing with the reason, and reads answer by words, reporting it."""
+    old = get_embedder()
+    set_embedder(WideEmbedder())
+    get_cache().drop()
+    try:
+        c = client_for(world["a"].key)
+        r = c.post("/api/v1/memories/weave", {"text": "The billing service runs on Postgres."}, format="json")
+        assert r.status_code == 201, r.content
+        assert r.json()["embedded"] is False
+        node = Node.objects.get(id=r.json()["node_ids"][0])
+        assert node.embedding is None and node.text == "The billing service runs on Postgres."
+        r = c.post("/api/v1/memories/bulk", [{"session_key": "s1", "turns": [{"text": "Deploys happen on Thursdays."}]}],
+                   format="json")
+        assert r.status_code == 201, r.content
+        assert Node.objects.filter(text="Deploys happen on Thursdays.", embedding__isnull=True).exists()
+        state = get_embedder().state.as_dict()
+        assert state["status"] != "ok" and "1536 dimensions" in state["detail"] and "384" in state["detail"]
+        res = c.post("/api/v1/memories/resonate", {"query": "billing service"}, format="json").json()
+        assert res["degraded"] == ["embedder"] and res["hits"][0]["node_id"] == node.id
+    finally:
+        set_embedder(old)
+        get_cache().drop()
