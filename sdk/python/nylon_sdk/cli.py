@@ -2,7 +2,8 @@
 
 Configuration, first found wins: ``--url``/``--key`` flags, ``NYLON_URL``/``NYLON_API_KEY``, the
 config file (``$NYLON_CONFIG``, else ``$XDG_CONFIG_HOME/nylon/config.json``, else
-``~/.config/nylon/config.json``; written by ``nylon configure`` with mode 0600)."""
+``~/.config/nylon/config.json``; written by ``nylon configure`` with mode 0600). With no URL and no
+key from any of them a command says so (exit 2) rather than trying ``DEFAULT_URL`` without a key."""
 
 from __future__ import annotations
 
@@ -39,11 +40,24 @@ def load_config() -> dict:
         return {}
 
 
-def resolve(args) -> tuple[str, str | None]:
+def configured(args) -> tuple[str | None, str | None]:
+    """The URL and key from the flags, the environment or the config file; None where none says."""
     cfg = load_config()
-    url = args.url or os.environ.get("NYLON_URL") or cfg.get("url") or DEFAULT_URL
-    key = args.key or os.environ.get("NYLON_API_KEY") or cfg.get("api_key")
+    url = args.url or os.environ.get("NYLON_URL") or cfg.get("url") or None
+    key = args.key or os.environ.get("NYLON_API_KEY") or cfg.get("api_key") or None
     return url, key
+
+
+def resolve(args) -> tuple[str, str | None]:
+    url, key = configured(args)
+    return url or DEFAULT_URL, key
+
+
+NOT_CONFIGURED = """error: nylon is not configured: no service URL or API key (no --url/--key, no NYLON_URL/NYLON_API_KEY,
+and no config file at {path}). Run
+  nylon configure --url URL --key nyl_…
+or set NYLON_URL and NYLON_API_KEY.
+"""
 
 
 # -- input -------------------------------------------------------------------------------------
@@ -504,16 +518,28 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"nodes {args.action} needs an id")
     if args.command == "conflicts" and args.action == "resolve" and (args.id is None or not args.resolution):
         p.error("conflicts resolve needs an id and a resolution")
-    url, key = resolve(args)
+    given_url, key = configured(args)
+    if given_url is None and key is None:
+        # Nothing says where the service is: the default URL with no key only ever answered with a
+        # connection error (or a 401), which did not say that nylon was never configured.
+        sys.stderr.write(NOT_CONFIGURED.format(path=config_path()))
+        return 2
+    url = given_url or DEFAULT_URL
     args.api_key, args.url_resolved = key, url
     try:
         with Client(url, key, timeout=args.timeout) as client:
             return args.fn(args, client)
     except APIError as exc:  # the message and fields are the server's
         say(f"error: {exc}", file=sys.stderr)
+        if isinstance(exc, AuthError) and key is None:
+            say("no API key is configured: run nylon configure --key nyl_… (or set NYLON_API_KEY)",
+                file=sys.stderr)
         return 1
     except NylonError as exc:
         say(f"error: {exc} ({url})", file=sys.stderr)
+        if given_url is None:
+            say(f"{url} is the default service URL, as none is configured: run nylon configure --url URL "
+                "(or set NYLON_URL)", file=sys.stderr)
         return 3
     except (OSError, ValueError) as exc:
         say(f"error: {exc}", file=sys.stderr)
