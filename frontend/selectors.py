@@ -220,18 +220,25 @@ def node_edges(*, actor: Actor, node: Node) -> tuple[list[EdgeRow], int, bool]:
 
 
 def _hidden_edge_count(*, actor: Actor, node: Node) -> int:
-    """Edges of ``node`` whose other end the actor may not see, counted exactly up to
-    ``DRAWER_HIDDEN_COUNT_CAP + 1``: its own count query (no longer a by-product of the listing,
+    """Edges of ``node`` whose other end is a live memory the actor may not see, counted exactly up
+    to ``DRAWER_HIDDEN_COUNT_CAP + 1``: its own count query (no longer a by-product of the listing,
     which now holds visible edges only), each direction stopping at the cap: a hub with 100,000
     hidden edges is not counted to the end. (A hub whose edges are mostly visible is still read
-    once per direction through its ``src_id``/``dst_id`` index, as the listing reads it.)"""
+    once per direction through its ``src_id``/``dst_id`` index, as the listing reads it.)
+
+    Edges to deleted memories are not counted: a soft delete keeps the edges, and the drawer called
+    each one a memory the viewer "cannot see", though nobody can and it is no longer a memory.
+    Superseded memories are not deleted: the viewer may see them (the listing shows them)."""
     visible = visible_nodes(actor=actor)
+    live = Node.objects.filter(org=actor.org, deleted_at__isnull=True)
     base = Edge.objects.filter(org=actor.org)
     cap = DRAWER_HIDDEN_COUNT_CAP + 1
     # NOT EXISTS, not NOT IN: Postgres plans the first as an anti-join probing the node's primary
     # key; NOT IN (NULL-aware) cannot be one and becomes a subplan over the org's visible nodes.
-    out = base.filter(src_id=node.id).filter(~Exists(visible.filter(id=OuterRef("dst_id"))))
-    into = base.filter(dst_id=node.id).filter(~Exists(visible.filter(id=OuterRef("src_id"))))
+    out = (base.filter(src_id=node.id).filter(Exists(live.filter(id=OuterRef("dst_id"))))
+           .filter(~Exists(visible.filter(id=OuterRef("dst_id")))))
+    into = (base.filter(dst_id=node.id).filter(Exists(live.filter(id=OuterRef("src_id"))))
+            .filter(~Exists(visible.filter(id=OuterRef("src_id")))))
     # A self-loop's other end is the node itself, which the actor sees (it opened the drawer), so
     # no edge is counted twice.
     return out.values("id")[:cap].count() + into.values("id")[:cap].count()
