@@ -297,8 +297,10 @@ _NEG = {"not", "no", "never", "don't", "doesn't", "didn't", "isn't", "aren't", "
         "can't", "cannot", "haven't", "hasn't", "nothing", "nobody", "neither", "nor",
         # chat spelling without the apostrophe: "I dont eat meat" denies "I eat meat" all the same
         "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "werent", "wont", "cant", "havent", "hasnt"}
+# "now" and "instead" mark a statement as a change of the other ("The SLA is now 2 hours"): they are no
+# word of what it says, and kept they pushed a changed value under the same-statement rule's overlap.
 _DROP = {"a", "an", "the", "really", "very", "so", "just", "actually", "also", "anymore", "any", "longer",
-         "at", "all", "still", "do", "does", "did", "to"}
+         "at", "all", "still", "do", "does", "did", "to", "now", "instead"}
 _NUM = re.compile(r"^\d+(?:[.,:]\d+)*(?:am|pm|st|nd|rd|th|k|%)?$")
 # Number words as digits: "two kids" and "2 kids" are the same statement, not a different number.
 _UNITS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
@@ -460,6 +462,46 @@ def _denies_a_detail_of(denial: Statement, claim: Statement) -> bool:
             and denial.numbers <= claim.numbers and denial.places <= claim.places)
 
 
+def _ident_kind(name: str) -> str:
+    """What sort of name an identifier is: "v29" and "v59" are two versions ("v#"), "b1042" and
+    "b1043" two builds, "#404" and "#408" two tickets, NYL-520 and OPS-17 two tracker keys, two dates
+    two standups; "Q4" and "SOC2" are not the same sort of name ("q#" vs "soc#")."""
+    if name.startswith(("#", "@")):
+        return name[0]
+    if re.fullmatch(r"[a-z][a-z0-9]*-\d+", name):
+        return "key"
+    return re.sub(r"\d[\d.\-/]*", "#", name)
+
+
+_ANCHOR_STOP = frozenset(_DROP | _NOT_ID_BEFORE | {"and", "or", "is", "are", "was", "were", "be", "our", "their",
+                                                    "my", "your", "its", "this", "that", "these", "those"})
+
+
+def _ident_neighbours(text: str, idents: frozenset[str]) -> set[str]:
+    """The words right beside the identifiers in the text ("SOC2 audit" → audit, "plan v29" → plan)."""
+    toks = re.findall(r"[a-z0-9][a-z0-9.,:%']*[a-z0-9%]|[a-z0-9]", text.lower().replace("\u2019", "'"))
+    out: set[str] = set()
+    for i, t in enumerate(toks):
+        if t in idents:
+            out |= {_lemma(w) for w in toks[max(i - 1, 0):i] + toks[i + 1:i + 2]
+                    if w not in _ANCHOR_STOP and not re.search(r"\d", w)}
+    return out
+
+
+def _other_referents(a_text: str, b_text: str, a: Statement, b: Statement) -> bool:
+    """Whether the two name different things: each has an identifier the other lacks, and two of
+    them are names of one sort ("release plan v29" vs "v59", "CI run 1224" vs "1227") or stand beside
+    the same word ("the SOC2 audit" vs "the ISO27001 audit"). Other letters-and-digits words are
+    detail of one side, not another referent: "The Q4 release freeze starts December 14" and "the
+    release freeze now starts December 7 for the SOC2 audit" speak of one freeze."""
+    only_a, only_b = a.idents - b.idents, b.idents - a.idents
+    if not only_a or not only_b:
+        return False
+    if {_ident_kind(x) for x in only_a} & {_ident_kind(y) for y in only_b}:
+        return True
+    return bool(_ident_neighbours(a_text, only_a) & _ident_neighbours(b_text, only_b))
+
+
 def _differ(a: frozenset[str], b: frozenset[str]) -> bool:
     """Both sides name something the other does not. One being a subset of the other is a more (or
     less) detailed statement — "in 2020" vs "in May 2020", "Berlin" vs "Berlin, Germany" — not a
@@ -577,6 +619,17 @@ _REASON = re.compile(r"(?:,|\s)\s*(?:\(|\u2014\s*|-\s+)?(?:because|due\s+to|owin
                      r"so\s+that|as\s+a\s+result\s+of|in\s+order\s+to)\b.*$", re.I | re.S)
 
 
+# A new date given as the current one: "the release freeze now starts December 7", "the kickoff is on
+# the 19th instead". Not "for now", "right now", "until now", "now that ...".
+_NOW = re.compile(r"(?<!\bfor )(?<!\bright )(?<!\bjust )(?<!\buntil )(?<!\btill )(?<!\bby )\bnow\b(?!\s+that\b)|"
+                  r"\binstead\b", re.I)
+_DAY_WORDS = _WEEKDAYS | {m.lower() for m in MONTH_NAMES}
+_CLOCK = re.compile(r"^\d+(?::\d+)?(?:am|pm|st|nd|rd|th)$|^\d+:\d+$")
+# Words that say a date is one ("is due November 29" vs "the deadline is now December 6"): no part
+# of the thing dated.
+_WHEN_NOUNS = frozenset({"due", "deadline", "date", "scheduled", "planned", "slated"})
+
+
 def _subject_text(text: str) -> str:
     """The text without its lead-in, and without the reason a move gives after it ("moved to January
     9th because of the freeze"). Only there: a "due to" or "so that" before the move, or in a line
@@ -602,13 +655,19 @@ def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | 
     it moved, and what is left once days, dates and the moving words are out names the same thing
     (one side's words within the other's). A lead-in ("Update:") and the move's reason ("because
     of the freeze") are not part of the thing. The pairs compared are already each other's nearest."""
-    if a.negated or b.negated or not (_MOVED.search(a_text) or _MOVED.search(b_text)):
+    if a.negated or b.negated:
         return None
     when_a, when_b = a.numbers | (a.core & _WEEKDAYS), b.numbers | (b.core & _WEEKDAYS)
     if not when_a or not when_b or not _differ(when_a, when_b):
         return None
+    # A move only proposed or weighed ("we might move the freeze to December 7 if ...") moves nothing;
+    # "now" moves a date, not any number ("the API timeout is now 30 seconds").
+    dated = all(w & _DAY_WORDS or any(_CLOCK.match(n) for n in w) for w in (when_a, when_b))
+    if not any((_MOVED.search(t) or (dated and _NOW.search(t))) and not _NOT_DONE.search(t) for t in (a_text, b_text)):
+        return None
     # Without entities, names count as words here ("Standup" opening a sentence is read as one)
-    what_a, what_b = (statement(_subject_text(t)).core - _WEEKDAYS - _NOT_SUBJECT for t in (a_text, b_text))
+    what_a, what_b = (statement(_subject_text(t)).core - _WEEKDAYS - _NOT_SUBJECT - _WHEN_NOUNS
+                      for t in (a_text, b_text))
     if not what_a or not what_b or not (what_a <= what_b or what_b <= what_a):
         return None
     return f"rescheduled: {', '.join(_when_words(a_text, a))} vs {', '.join(_when_words(b_text, b))}"
@@ -743,14 +802,16 @@ def _counts(text: str) -> set[str]:
 def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> str | None:
     """Why two statements of the same subject contradict, or None. Questions assert nothing: only
     what each text states is compared, and a text that only asks contradicts nothing."""
-    a_text, b_text = asserted(a_text), asserted(b_text)
+    # A lead-in ("Update:", "FYI") is no word of the statement: kept, it pushed a restatement
+    # under the same-statement rule's overlap.
+    a_text, b_text = (_LEAD_IN.sub("", asserted(t), count=1).strip() for t in (a_text, b_text))
     if not a_text or not b_text:
         return None
     a, b = statement(a_text, a_entities), statement(b_text, b_entities)
     left = _left_place(a_text, b_text, a, b)
     if left:
         return f"different place or name for the same statement: lives or works in {left} vs left {left}"
-    if len(a.core | b.core) < 2 or _differ(a.idents, b.idents):
+    if len(a.core | b.core) < 2 or _other_referents(a_text, b_text, a, b):
         # "release plan v29" vs "release plan v59": two things with their own names, not one
         # statement with two numbers
         return None
