@@ -42,6 +42,7 @@ from .models import (
     Scope,
     Team,
     TeamMembership,
+    TeamRole,
 )
 
 User = get_user_model()
@@ -189,16 +190,25 @@ def _team_name(org_id: int, name: str, *, team: Team | None = None) -> str:
 
 @transaction.atomic
 def team_create(*, actor: Actor, name: str, description: str = "", request_id: str = "") -> Team:
+    """Creates a team; the person creating it becomes its team admin (an agent, or no one, does not).
+
+    An org admin is not in a team by its role: the creator of a new team was left outside it, so
+    their dashboard showed none of its memories ("Nodes 0", and a note that memories are shared in
+    teams they are not in) until they added themselves."""
     require_org_admin(actor, action="create teams")
     name = _team_name(actor.org.pk, name)
     slug = _unique_slug(name, lambda s: Team.objects.filter(org=actor.org, slug=s).exists())
+    creator = actor.user if actor.agent is None else None
     try:
         with transaction.atomic():
             team = Team.objects.create(org=actor.org, name=name, slug=slug, description=description)
+            if creator is not None:
+                TeamMembership.objects.create(org=actor.org, team=team, user=creator, role=TeamRole.ADMIN)
     except IntegrityError:  # the same slug taken concurrently, between the check and the insert
         raise ValidationError({"name": ["A team with this name (or one giving the same slug) exists."]}) from None
+    detail = {"name": name} | ({"admin_user_id": creator.pk} if creator is not None else {})
     audit.record(actor=actor, action="team.create", object_type="team", object_id=team.id,
-                 detail={"name": name}, request_id=request_id)
+                 detail=detail, request_id=request_id)
     return team
 
 
