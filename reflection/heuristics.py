@@ -625,9 +625,23 @@ _NOW = re.compile(r"(?<!\bfor )(?<!\bright )(?<!\bjust )(?<!\buntil )(?<!\btill 
                   r"\binstead\b", re.I)
 _DAY_WORDS = _WEEKDAYS | {m.lower() for m in MONTH_NAMES}
 _CLOCK = re.compile(r"^\d+(?::\d+)?(?:am|pm|st|nd|rd|th)$|^\d+:\d+$")
-# Words that say a date is one ("is due November 29" vs "the deadline is now December 6"): no part
-# of the thing dated.
-_WHEN_NOUNS = frozenset({"due", "deadline", "date", "scheduled", "planned", "slated"})
+# Words that say a date is one ("is due November 29" vs "the deadline is now December 6", "is on June
+# 12" vs "now happens on June 19"): no part of the thing dated.
+_WHEN_WORDS = frozenset({"due", "deadline", "date", "scheduled", "planned", "slated", "happen", "held", "take",
+                         "place", "fall"})
+# What follows the date: the reason or occasion ("... December 7 for the SOC2 audit", "... because of").
+_AFTER_DATE = re.compile(r"^[\s,]*(?:\(|\u2014\s*|-\s+)?(?:for|because|due\s+to|owing\s+to|thanks\s+to|given\s+that|"
+                         r"so\s+that|as\s+a\s+result\s+of|in\s+order\s+to|ahead\s+of|after)\b.*$", re.I | re.S)
+_WHEN_MENTION = re.compile(rf"{_DATE}|\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|"
+                           r"\b\d{1,2}(?::\d\d)?\s*(?:am|pm)\b|\b\d{1,2}:\d\d\b|\b\d{1,2}(?:st|nd|rd|th)\b", re.I)
+
+
+def _dated_text(text: str) -> str:
+    """The text without what follows its last date when that is a reason or an occasion."""
+    ends = [m.end() for m in _WHEN_MENTION.finditer(text)]
+    if not ends:
+        return text
+    return text[:ends[-1]] + _AFTER_DATE.sub("", text[ends[-1]:], count=1)
 
 
 def _subject_text(text: str) -> str:
@@ -654,7 +668,10 @@ def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | 
     """One side moves the thing the other dates to another day: their days or dates differ, one says
     it moved, and what is left once days, dates and the moving words are out names the same thing
     (one side's words within the other's). A lead-in ("Update:") and the move's reason ("because
-    of the freeze") are not part of the thing. The pairs compared are already each other's nearest."""
+    of the freeze") are not part of the thing. The pairs compared are already each other's nearest.
+    A side that gives its date as the current one ("the freeze now starts December 7 for the SOC2
+    audit") moves it too, in fewer words; what follows its date is the reason or the occasion ("the
+    SOC2 audit starts March 3" is not the thing moved)."""
     if a.negated or b.negated:
         return None
     when_a, when_b = a.numbers | (a.core & _WEEKDAYS), b.numbers | (b.core & _WEEKDAYS)
@@ -662,12 +679,13 @@ def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | 
         return None
     # A move only proposed or weighed ("we might move the freeze to December 7 if ...") moves nothing;
     # "now" moves a date, not any number ("the API timeout is now 30 seconds").
+    moved = any(_MOVED.search(t) and not _NOT_DONE.search(t) for t in (a_text, b_text))
     dated = all(w & _DAY_WORDS or any(_CLOCK.match(n) for n in w) for w in (when_a, when_b))
-    if not any((_MOVED.search(t) or (dated and _NOW.search(t))) and not _NOT_DONE.search(t) for t in (a_text, b_text)):
+    if not moved and not (dated and any(_NOW.search(t) and not _NOT_DONE.search(t) for t in (a_text, b_text))):
         return None
     # Without entities, names count as words here ("Standup" opening a sentence is read as one)
-    what_a, what_b = (statement(_subject_text(t)).core - _WEEKDAYS - _NOT_SUBJECT - _WHEN_NOUNS
-                      for t in (a_text, b_text))
+    what_a, what_b = (statement(_subject_text(t) if moved else _dated_text(t)).core - _WEEKDAYS - _NOT_SUBJECT
+                      - _WHEN_WORDS for t in (a_text, b_text))
     if not what_a or not what_b or not (what_a <= what_b or what_b <= what_a):
         return None
     return f"rescheduled: {', '.join(_when_words(a_text, a))} vs {', '.join(_when_words(b_text, b))}"
@@ -766,6 +784,42 @@ def _changed_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str 
     return None
 
 
+# A role one holds at a time: "Tom is the tech lead for the mobile app" and "Rachel is the tech lead
+# for the mobile app" contradict each other; "Kenji is out sick today" and "Maria is out sick today" do not.
+_ROLE = re.compile(r"\b(?:owns?|owned|owner|ownership|leads?|led|manager|manages|managed|heads|in\s+charge|"
+                   r"responsible|accountable|point\s+of\s+contact|contact|dri|on[\s-]?call|(?:re)?assigned|"
+                   r"assignee|captain|approver|maintainer|maintains|sponsor)\b", re.I)
+# ... and "<name> is the <anything>": there is one of it.
+_IS_THE = re.compile(r"^[^.;:]*?\b(?:is|'s|will\s+be|remains)\s+(?:now\s+|still\s+|currently\s+|officially\s+)*"
+                     r"(?:the|our|their)\b", re.I)
+
+
+def _actors(text: str, names: frozenset[str]) -> frozenset[str]:
+    """The names a statement opens with: who it says does or is something ("Sofia and Ben will pair
+    ...", "Stark Industries pays ..."). Empty when it opens with a thing ("Ticket #404 is assigned
+    to Ana", "On-call this week is Kenji")."""
+    out: set[str] = set()
+    for tok in re.findall(r"[\w'\u2019-]+|[,&]", text):
+        low = re.sub(r"['\u2019]s?$", "", tok.lower())
+        if low in names:
+            out.add(low)
+        elif not (out and low in {"and", "&", ","}):
+            break
+    return frozenset(out)
+
+
+def _other_actors(a_text: str, b_text: str, a: Statement, b: Statement) -> bool:
+    """Whether the two say what different people (or customers, teams) do or are: "Sofia will pair
+    with Ben on the refactor" and "Kenji will pair with Maria on the refactor" are two pairings, not
+    one with two names; "Globex prefers invoices in EUR" and "Initech prefers invoices in USD" two
+    customers' preferences. Not when both say who holds a role (an owner, a lead, the one on call):
+    it has one holder."""
+    actors_a, actors_b = _actors(a_text, a.places), _actors(b_text, b.places)
+    if not actors_a or not actors_b or not _differ(actors_a, actors_b):
+        return False
+    return not all(_ROLE.search(t) or _IS_THE.match(t) for t in (a_text, b_text))
+
+
 def only_counts_differ(a_text: str, b_text: str) -> bool:
     """Whether the numbers two statements disagree on are all counts of things ("Board: 7 tickets
     in progress, 2 blocked." vs "Board: 9 tickets in progress, 3 blocked."; "21 of 34 points done"
@@ -828,7 +882,8 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
         if a.numbers and b.numbers and _differ(a.numbers, b.numbers) and a.places == b.places:
             return (f"different number or date for the same statement: "
                     f"{', '.join(sorted(a.numbers))} vs {', '.join(sorted(b.numbers))}")
-        if a.places and b.places and _differ(a.places, b.places) and a.numbers == b.numbers:
+        if (a.places and b.places and _differ(a.places, b.places) and a.numbers == b.numbers
+                and not _other_actors(a_text, b_text, a, b)):
             return (f"different place or name for the same statement: "
                     f"{', '.join(sorted(a.places))} vs {', '.join(sorted(b.places))}")
     return None

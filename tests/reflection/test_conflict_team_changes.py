@@ -38,6 +38,8 @@ def test_a_date_given_now_contradicts_the_date_it_replaces(a, b):
     ("The SOC2 audit starts March 3.", "The ISO27001 audit starts March 10."),
     ("The Q4 release freeze starts December 14.", "The Q1 release freeze starts March 2."),
     ("The us-east-1 cluster has 12 nodes.", "The eu-west-1 cluster has 8 nodes."),
+    # what follows the new date is its occasion, not the thing moved
+    ("Update: the release freeze now starts December 7 for the SOC2 audit.", "The SOC2 audit starts March 3."),
     # a move only weighed or proposed moves nothing
     ("The launch is on March 3.", "We could move the launch to March 10."),
     ("The GA launch is on May 20.", "Ana proposed moving the GA launch to June 3."),
