@@ -138,13 +138,12 @@ class Embedder:
             raw = np.asarray(self._queries(joined) if is_query else self._passages(joined), dtype=np.float32)
             if raw.ndim != 2 or raw.shape[0] != len(joined):
                 raise ValueError(f"embedder answered shape {raw.shape} for {len(joined)} texts")
-            from .models import EMBEDDING_DIM
-
-            if raw.shape[1] != EMBEDDING_DIM:
-                # Postgres refuses the row (the column is vector(384)): every write that embeds
-                # failed with a 500. Degraded instead: written without vectors, shown in /healthz.
+            if raw.shape[1] != self.dim:
+                # Postgres refuses the row (the column is vector(384), every served embedder's dim):
+                # every write that embeds failed with a 500. Degraded instead: written without
+                # vectors, shown in /healthz.
                 raise ValueError(f"embedder answered {raw.shape[1]} dimensions; the vector column holds "
-                                 f"{EMBEDDING_DIM}: use a {EMBEDDING_DIM}-dimension model")
+                                 f"{self.dim}: use a {self.dim}-dimension model")
             bounds = np.cumsum([0] + [len(c.texts) for c in batch])
             outs = [raw[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         except Exception as exc:  # any failure degrades, never breaks the write

