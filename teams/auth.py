@@ -231,6 +231,20 @@ class NylonAuthentication(authentication.BaseAuthentication):
         return 'Bearer realm="nylon"'
 
 
+def malformed_authorization(headers) -> str | None:
+    """Why an ``Authorization`` header that is not a Bearer token authenticates nothing, or None when
+    there is none (or it is one). A key sent without the scheme was ignored, and the request was
+    answered "Authentication credentials were not provided", as if no header had been sent."""
+    auth = headers.get("Authorization", "").strip()
+    if not auth or auth.lower().startswith("bearer "):
+        return None
+    # The value is never echoed back: it may be a live key.
+    if auth.startswith(KEY_PREFIX):
+        return ("The Authorization header holds an API key without its scheme: send it as "
+                "'Authorization: Bearer <key>' (or in the X-Api-Key header).")
+    return "The Authorization header must be 'Authorization: Bearer <key>' (or send the key in the X-Api-Key header)."
+
+
 class IsOrgActor(permissions.BasePermission):
     """Authenticated, inside an org, and — for agents — holding the scope the method needs."""
 
@@ -239,6 +253,11 @@ class IsOrgActor(permissions.BasePermission):
     def has_permission(self, request, view) -> bool:
         actor = getattr(request, "actor", None)
         if actor is None:
+            # Raised here, not in the authentication: a session (the console's) still authenticates
+            # whatever Authorization header a proxy in front adds. Still a 401 with WWW-Authenticate.
+            why = malformed_authorization(request.headers)
+            if why is not None:
+                raise exceptions.NotAuthenticated(why)
             return False
         # Query endpoints that take a body (resonate, context) are reads served over POST.
         reads = permissions.SAFE_METHODS + tuple(getattr(view, "read_methods", ()))
