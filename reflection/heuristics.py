@@ -784,6 +784,62 @@ def _changed_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str 
     return None
 
 
+# "We're dropping PostgreSQL for the ledger and going with CockroachDB instead", "switched the event bus
+# from Kafka to NATS", "replaced Okta with Auth0", "GCP rather than AWS", "Pulumi from now on, not
+# Terraform", "LaunchDarkly is gone", "Dev took over the roadmap from Chen": one side names the value it
+# gives up (a name: capitalised, or letters and digits), which the other states.
+_OLD = r"(?:the\s+|our\s+|their\s+|its\s+)?(?P<x>[A-Z][\w.+#-]*(?:\s+[A-Z][\w.+#-]*)?|[a-z]+\d[\w.-]*)"
+_GIVES_UP = tuple(re.compile(p) for p in (
+    rf"(?i:\bfrom)\s+{_OLD}\s+(?i:to|onto)\b",
+    r"(?i:\b(?:replac(?:e|ed|es|ing)|swap(?:s|ped|ping)?|ditch(?:es|ed|ing)?|drop(?:s|ped|ping)?|abandon(?:s|ed|ing)?|"
+    rf"retir(?:e|es|ed|ing)|deprecat(?:e|es|ed|ing)|sunset(?:s|ting)?|get(?:ting)?\s+rid\s+of|got\s+rid\s+of))\s+{_OLD}",
+    rf"(?i:\b(?:instead\s+of|rather\s+than|in\s+place\s+of))\s+{_OLD}",
+    rf",\s*(?i:not)\s+{_OLD}\s*[.!]?$",
+    rf"(?i:\b(?:mov|migrat|switch)\w*\b[^.;]*?\b(?:off|away\s+from))\s+{_OLD}",
+    rf"{_OLD}\s+(?i:is|are|was|were|has\s+been|have\s+been)\s+(?i:gone|retired|deprecated|dropped|removed|replaced)\b",
+    rf"(?i:\b(?:took|take|takes|taking|taken)\s+over\b[^.;]*?\bfrom)\s+{_OLD}",
+))
+# Words of the giving up, not of the thing given up or kept.
+_GIVE_UP_WORDS = frozenset({"drop", "dropping", "dropped", "replace", "replaced", "replacing", "switch", "switched",
+                            "switching", "migrate", "migrating", "go", "going", "gone", "instead", "rather", "than",
+                            "place", "off", "onto", "away", "new", "old", "take", "took", "taken", "taking", "over",
+                            "ditch", "ditched", "swap", "swapped", "retired", "deprecated", "removed", "re", "ll",
+                            "ve", "s", "d", "m", "t", "with", "as", "by", "via", "through"})
+
+
+def _given_up(text: str) -> set[str]:
+    # a name's own dots stay ("Node.js", "v2.1"); a sentence's full stop after it does not
+    return {m["x"].lower().rstrip(".-") for p in _GIVES_UP for m in p.finditer(text)} - _DAY_WORDS - _MONTH_WORDS
+
+
+def _thing_words(text: str) -> frozenset[str]:
+    """The words that say what a statement is about, without its verbs of being, using or changing."""
+    words = (_lemma(t) for t in re.findall(r"[a-z0-9]+(?:[.-][a-z0-9]+)*", text.lower()))
+    return frozenset(w for w in words if w not in _EMPTY and w not in _STATE_WORDS and w not in _DROP
+                     and w not in _NEG and w not in _NOT_SUBJECT and w not in _GIVE_UP_WORDS and w not in _DAY_WORDS)
+
+
+def _gave_up(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
+    """One side gives up a value the other states, of a thing both name ("... dropping PostgreSQL for
+    the ledger ..." vs "For the new ledger database we'll go with PostgreSQL 15"): a word beside the
+    name is shared (the ledger, the event bus, the admin console). Not when both give it up, nor when
+    the giving up is only proposed or weighed, nor when the other side denies it."""
+    for x_text, y_text, x, y in ((a_text, b_text, a, b), (b_text, a_text, b, a)):
+        if x.negated or y.negated or _NOT_DONE.search(x_text):
+            continue
+        y_low, y_gives_up = y_text.lower(), " ".join(_given_up(y_text)).split()
+        for old in sorted(_given_up(x_text)):
+            # a name the other side states (one of its entities, or letters and digits), and does not give up
+            named = set(old.split()) <= y.places or (re.search(r"\d", old) and old in y.idents)
+            if not named or set(old.split()) & set(y_gives_up):
+                continue
+            if not re.search(rf"(?<![\w-]){re.escape(old)}(?![\w-])", y_low):
+                continue
+            if (_thing_words(x_text) & _thing_words(y_text)) - set(old.split()):
+                return f"replaced: the other statement gives up {old}"
+    return None
+
+
 # A role one holds at a time: "Tom is the tech lead for the mobile app" and "Rachel is the tech lead
 # for the mobile app" contradict each other; "Kenji is out sick today" and "Maria is out sick today" do not.
 _ROLE = re.compile(r"\b(?:owns?|owned|owner|ownership|leads?|led|manager|manages|managed|heads|in\s+charge|"
@@ -818,6 +874,12 @@ def _other_actors(a_text: str, b_text: str, a: Statement, b: Statement) -> bool:
     if not actors_a or not actors_b or not _differ(actors_a, actors_b):
         return False
     return not all(_ROLE.search(t) or _IS_THE.match(t) for t in (a_text, b_text))
+
+
+def _unversioned(text: str, st: Statement, names: frozenset[str]) -> frozenset[str]:
+    """The statement's numbers but the versions right after these names ("PostgreSQL 15")."""
+    low = text.lower()
+    return st.numbers - {m.group(1) for n in names for m in re.finditer(rf"\b{re.escape(n)}\s+v?(\d+(?:\.\d+)*)\b", low)}
 
 
 def only_counts_differ(a_text: str, b_text: str) -> bool:
@@ -870,7 +932,7 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
         # statement with two numbers
         return None
     changed = (_changed_version(a_text, b_text, a, b) or _rescheduled(a_text, b_text, a, b)
-               or _changed_value(a_text, b_text, a, b))
+               or _changed_value(a_text, b_text, a, b) or _gave_up(a_text, b_text, a, b))
     if changed:
         return changed
     overlap = len(a.core & b.core) / len(a.core | b.core)
@@ -882,7 +944,9 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
         if a.numbers and b.numbers and _differ(a.numbers, b.numbers) and a.places == b.places:
             return (f"different number or date for the same statement: "
                     f"{', '.join(sorted(a.numbers))} vs {', '.join(sorted(b.numbers))}")
-        if (a.places and b.places and _differ(a.places, b.places) and a.numbers == b.numbers
+        # a version goes with its name: "The ledger database is PostgreSQL 15" vs "... is CockroachDB"
+        if (a.places and b.places and _differ(a.places, b.places)
+                and _unversioned(a_text, a, a.places - b.places) == _unversioned(b_text, b, b.places - a.places)
                 and not _other_actors(a_text, b_text, a, b)):
             return (f"different place or name for the same statement: "
                     f"{', '.join(sorted(a.places))} vs {', '.join(sorted(b.places))}")
