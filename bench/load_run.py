@@ -270,9 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the org (default: deleted at the end)")
     args = ap.parse_args(argv)
 
-    import django
+    import _devdb
 
-    django.setup()
+    _devdb.setup()
     from teams.models import Organization
 
     rng = random.Random(args.seed)

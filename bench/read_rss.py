@@ -362,9 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     extra_env = dict(kv.split("=", 1) for kv in args.server_env)
 
-    import django
+    import _devdb
 
-    django.setup()
+    _devdb.setup()
     from teams.models import Organization
 
     slug = f"read-rss-{uuid.uuid4().hex[:6]}"

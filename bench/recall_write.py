@@ -21,9 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "nylon_project.settings")
 
-import django  # noqa: E402
+import _devdb  # noqa: E402  (bench/: Django set up, the dev database migrated)
 
-django.setup()
+_devdb.setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402

@@ -49,9 +49,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "nylon_project.settings")
 
-import django  # noqa: E402
+import _devdb  # noqa: E402  (bench/: Django set up, the dev database migrated)
 
-django.setup()
+_devdb.setup()
 
 import numpy as np  # noqa: E402
 import psycopg  # noqa: E402

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from tqdm import tqdm
@@ -116,6 +117,8 @@ class Command(BaseCommand):
         path = Path(data)
         if not path.exists():
             raise CommandError(f"{path} does not exist")
+        # The dev database of a fresh clone has no tables until something migrates it (make run does).
+        call_command("migrate", interactive=False, verbosity=0)
         overrides = {}
         for kv in opts["set"]:
             name, _, value = kv.partition("=")
