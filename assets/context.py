@@ -682,9 +682,13 @@ class Recalled:
     def score(self) -> float:
         return self.hit.score
 
+    @property
+    def listed_score(self) -> float:
+        """The score a list of recalled memories shows (the shown one where it was capped)."""
+        return self.score if self.shown_score is None else self.shown_score
+
     def as_item(self) -> dict:
-        score = self.score if self.shown_score is None else self.shown_score
-        return {"node_id": self.node_id, "score": round(score, 6), "text": self.text,
+        return {"node_id": self.node_id, "score": round(self.listed_score, 6), "text": self.text,
                 "occurred_at": self.occurred_at, "speaker": self.speaker, "derived": self.derived,
                 "matched": self.matched, "folded": sorted(self.folded), "disputed_by": self.disputed_by}
 

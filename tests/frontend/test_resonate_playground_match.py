@@ -57,3 +57,28 @@ def test_a_matching_query_gets_no_warning(world, client_for, login):
 def test_an_empty_memory_says_nothing_resonated_without_the_nearest_memories_warning(world, login):
     html = _hits_html(login, world, "What backup processor did payments choose?")
     assert "Nothing resonated." in html and 'id="no-match"' not in html
+
+
+def test_a_disputed_pair_is_tagged_and_the_scores_read_in_list_order(world, client_for, login):
+    """The playground listed the newer side of an open conflict first (as the context does) but with
+    its raw score, below the one under it (0.0807 above 0.0808), and without the context's
+    "disputed by" tag."""
+    from assets.context import recall_for
+    from reflection.models import Conflict
+    from teams.auth import actor_for_user
+
+    c = client_for(world["a"].member)
+    old = weave(c, "The Lisbon offsite is on March 14, the Lisbon offsite venue is booked.", visibility="org",
+                session="s1", speaker="ana", occurred_at="2026-11-10T09:00:00Z")
+    new = weave(c, "Update: moved it to March 21.", visibility="org", session="s2", speaker="ana",
+                occurred_at="2026-11-20T09:00:00Z")
+    Conflict.objects.create(org=world["a"].org, node_a_id=old, node_b_id=new, reason="rescheduled", detector="rule")
+    query = "When is the Lisbon offsite?"
+    hits = recall_for(actor=actor_for_user(world["a"].member, world["a"].org), query=query, k=10).hits
+    assert [h.node_id for h in hits[:2]] == [new, old] and hits[0].score < hits[1].score  # moved up
+    html = _hits_html(login, world, query)
+    items = re.findall(r'<li class="hit">(.*?)</li>', html, re.S)
+    shown = [float(re.search(r'<span class="score">([\d.]+)</span>', it).group(1)) for it in items]
+    assert shown == sorted(shown, reverse=True), shown
+    assert f"/console/memories/{new}/" in items[0] and "hit-disputed" in items[0] and f"#{old}</a>" in items[0]
+    assert f"/console/memories/{old}/" in items[1] and "hit-disputed" in items[1] and f"#{new}</a>" in items[1]
