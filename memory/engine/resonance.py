@@ -308,7 +308,8 @@ def resonate(
     cand = actv.locals[keep]
     act = actv.act[keep]
     ten = index.tension(cand, now_days)
-    ctx = 1.0 + params.w_ctx * bm.match_fraction(cand)
+    matched = bm.match_fraction(cand)  # each candidate's share of the query's terms
+    ctx = 1.0 + params.w_ctx * matched
     score = act * ten * ctx
     cos = np.full(cand.size, np.nan)
     final = score
@@ -317,14 +318,14 @@ def resonate(
         if params.w_rank_sess > 0:
             final = final + params.w_rank_sess * _rr(_session_scores(index, cand, bm, params.sess_top), params.rrf_k, cand)
         if params.w_own > 0:
-            final = final + params.w_own / (params.rrf_k + 1) * bm.match_fraction(cand)
+            final = final + params.w_own / (params.rrf_k + 1) * matched
         if params.w_spk > 0:
             final = final + params.w_spk / (params.rrf_k + 1) * _speaker_match(index, cand, query_text, vis)
         if params.w_time > 0 and is_time_question(query_text or ""):
             # Only memories that share a word with the question: given to every dated memory, the
             # bonus (1/61) outweighed the gaps between the top hits, and "When did the payments
             # outage happen?" got four unrelated dated lines above the incident report.
-            said_when = index.col("has_time")[cand] * (bm.match_fraction(cand) > 0)
+            said_when = index.col("has_time")[cand] * (matched > 0)
             final = final + params.w_time / (params.rrf_k + 1) * said_when
         if params.w_ent > 0:
             final = final + params.w_ent / (params.rrf_k + 1) * _entity_match(index, cand, query_text)
