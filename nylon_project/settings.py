@@ -347,12 +347,6 @@ if NYLON_EMBEDDER == "openai" and not NYLON_EMBEDDING_URL:
                                "(e.g. https://api.openai.com/v1), with NYLON_EMBEDDING_MODEL and NYLON_EMBEDDING_KEY")
 NYLON_EMBEDDING_MODEL = os.environ.get("NYLON_EMBEDDING_MODEL", "")
 NYLON_EMBEDDING_KEY = os.environ.get("NYLON_EMBEDDING_KEY", "")
-NYLON_EMBEDDING_DIM = env_int("NYLON_EMBEDDING_DIM", 384)
-if NYLON_EMBEDDING_DIM != 384:
-    # The column is vector(384) (memory.models.EMBEDDING_DIM): the embedder checks its answers
-    # against this width, so another value would let every embedding write fail in Postgres.
-    raise ImproperlyConfigured(f"NYLON_EMBEDDING_DIM: {NYLON_EMBEDDING_DIM}; the vector column holds 384 numbers, "
-                               "so the embedding model must answer 384")
 NYLON_CACHE_MAX_BYTES = env_int("NYLON_CACHE_MAX_BYTES", 1024 * 1024 * 1024)
 # An org whose index cannot fit under the cap is served from Postgres; its row count is read again
 # this often, and it is built once it would fit under 0.9x the cap (memory/cache.py, oversize).

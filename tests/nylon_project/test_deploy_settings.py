@@ -212,12 +212,3 @@ def test_compose_passes_the_invitation_settings_through():
                  "NYLON_EMAIL_PASSWORD", "NYLON_EMAIL_TLS", "NYLON_EMAIL_SSL", "NYLON_EMAIL_FROM"):
         assert env[name] == f"${{{name}:-}}", name
 
-
-def test_an_embedding_width_other_than_the_column_refuses_to_start(tmp_path):
-    """The embedder checks its answers against NYLON_EMBEDDING_DIM: 1536 there would let a 1,536-number
-    model through the check and have Postgres refuse every write that embeds."""
-    proc = _start(tmp_path, NYLON_SECRET_KEY="k" * 50, NYLON_EMBEDDING_DIM="1536")
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode != 0
-    assert "ImproperlyConfigured" in err and "NYLON_EMBEDDING_DIM: 1536" in err and "384" in err
-    assert _settings(tmp_path, NYLON_SECRET_KEY="k" * 50, NYLON_EMBEDDING_DIM="384")["DEBUG"] is False

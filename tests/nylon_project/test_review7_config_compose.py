@@ -35,8 +35,6 @@ NOT_PASSED = {
                           "would send tasks where no worker listens",
     "NYLON_CACHE_PREFIX": "compose has a Redis of its own; prefixes matter only where instances share one",
     "NYLON_CHANNEL_PREFIX": "compose has a Redis of its own; prefixes matter only where instances share one",
-    "NYLON_EMBEDDING_DIM": "the vector column is 384 wide (memory.models.EMBEDDING_DIM): any other value "
-                           "breaks every stored and new vector",
     "NYLON_PG_LOG_MAX_BYTES": "the embedded Postgres' log; compose's Postgres is a service with its own logging",
 }
 NAME = re.compile(r"NYLON_[A-Z0-9_]+")
