@@ -189,6 +189,7 @@ def _team_name(org_id: int, name: str, *, team: Team | None = None) -> str:
 
 
 @transaction.atomic
+@transaction.atomic
 def team_create(*, actor: Actor, name: str, description: str = "", request_id: str = "") -> Team:
     """Creates a team; the person creating it becomes its team admin (an agent, or no one, does not).
 
@@ -200,12 +201,12 @@ def team_create(*, actor: Actor, name: str, description: str = "", request_id: s
     slug = _unique_slug(name, lambda s: Team.objects.filter(org=actor.org, slug=s).exists())
     creator = actor.user if actor.agent is None else None
     try:
-        with transaction.atomic():
+        with transaction.atomic():  # a savepoint: only the team's own insert is the name's clash
             team = Team.objects.create(org=actor.org, name=name, slug=slug, description=description)
-            if creator is not None:
-                TeamMembership.objects.create(org=actor.org, team=team, user=creator, role=TeamRole.ADMIN)
     except IntegrityError:  # the same slug taken concurrently, between the check and the insert
         raise ValidationError({"name": ["A team with this name (or one giving the same slug) exists."]}) from None
+    if creator is not None:
+        TeamMembership.objects.create(org=actor.org, team=team, user=creator, role=TeamRole.ADMIN)
     detail = {"name": name} | ({"admin_user_id": creator.pk} if creator is not None else {})
     audit.record(actor=actor, action="team.create", object_type="team", object_id=team.id,
                  detail=detail, request_id=request_id)
