@@ -178,9 +178,16 @@ def _install(library: Path) -> None:
     os.replace(tmp, target)
 
 
-def _mark(digest: str, how: str) -> None:
+def _mark(digest: str, how: str, log) -> None:
     """Records that the library with this sha256 passed the probe on this CPU."""
-    (library_dir() / MARKER_NAME).write_text(f"{cpu_identity()} {digest} {how} pgvector {PGVECTOR_VERSION}\n")
+    marker = library_dir() / MARKER_NAME
+    try:
+        marker.write_text(f"{cpu_identity()} {digest} {how} pgvector {PGVECTOR_VERSION}\n")
+    except OSError as exc:
+        # The check passed; a site-packages this user cannot write (a venv installed by root, a
+        # read-only image) only means checking again at the next start, not refusing this one.
+        log(f"nylon: warning: pgvector passed its check but {marker} cannot be written ({exc}); "
+            "it will be checked again at the next start")
 
 
 def ensure(*, log=print) -> str:
@@ -191,7 +198,7 @@ def ensure(*, log=print) -> str:
     digest = library_digest()  # before probing: the marker names the library that was checked
     ok, why = probe()
     if ok:
-        _mark(digest, "bundled")
+        _mark(digest, "bundled", log)
         return "bundled"
     log(f"nylon: the bundled pgvector does not run on this CPU ({why}); building pgvector "
         f"{PGVECTOR_VERSION} from {SOURCE_URL}")
@@ -202,7 +209,7 @@ def ensure(*, log=print) -> str:
     ok, why = probe()
     if not ok:
         raise RuntimeError(f"pgvector built here still fails: {why}")
-    _mark(digest, "built")
+    _mark(digest, "built", log)
     log("nylon: pgvector rebuilt for this CPU and checked")
     return "built"
 

@@ -4,7 +4,9 @@ killed every backend computing a 384-dimension distance on an AVX2-only machine
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,7 @@ def fake_libdir(tmp_path, monkeypatch):
 def test_a_marker_from_another_cpu_is_not_a_check_of_this_one(fake_libdir):
     assert not pgvector_build.checked()  # never checked
     digest = pgvector_build.library_digest()
-    pgvector_build._mark(digest, "bundled")
+    pgvector_build._mark(digest, "bundled", log=print)
     assert pgvector_build.checked()
     (fake_libdir / pgvector_build.MARKER_NAME).write_text(f"0123456789abcdef {digest} built pgvector 0.8.2\n")
     assert not pgvector_build.checked()  # a venv copied from another machine is checked again
@@ -51,6 +53,33 @@ def test_a_marker_with_another_digest_or_none_is_not_a_check(fake_libdir):
     assert not pgvector_build.checked()
     marker.write_text(f"{cpu} {hashlib.sha256(b'bundled').hexdigest()} bundled pgvector 0.8.2\n")
     assert pgvector_build.checked()
+
+
+@pytest.fixture
+def read_only_libdir(fake_libdir, monkeypatch):
+    """site-packages this user cannot write: a venv installed by root, a read-only image."""
+    fake_libdir.chmod(0o555)
+    if os.access(fake_libdir, os.W_OK):  # root ignores the mode: refuse the write as the kernel would
+        write_text = Path.write_text
+
+        def refused(path, *args, **kwargs):
+            if path.parent == fake_libdir:
+                raise PermissionError(errno.EACCES, "Permission denied", str(path))
+            return write_text(path, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "write_text", refused)
+    yield fake_libdir
+    fake_libdir.chmod(0o755)
+
+
+def test_a_marker_that_cannot_be_written_is_a_warning_not_a_failure(read_only_libdir, monkeypatch):
+    """The library passed the probe: a venv whose site-packages is read-only starts (and is checked
+    again next time), as it did before the check existed."""
+    monkeypatch.setattr(pgvector_build, "probe", lambda: (True, ""))
+    logged = []
+    assert pgvector_build.ensure(log=logged.append) == "bundled"
+    assert len(logged) == 1 and "Permission denied" in logged[0] and pgvector_build.MARKER_NAME in logged[0]
+    assert not pgvector_build.checked()
 
 
 def test_install_swaps_by_rename_and_keeps_the_bundled_library(fake_libdir, tmp_path_factory):
