@@ -30,3 +30,23 @@ def test_the_demo_login_owns_the_demo_org_and_is_no_superuser(world):
     r = c.get(f"/admin/auth/user/{other.pk}/password/")
     assert r.status_code == 302 and "/admin/login/" in r.url  # not the admin site's user
     assert c.get("/admin/auth/user/").status_code == 302
+
+
+def test_the_demo_agents_first_memories_are_seen_by_the_demo_login(client_for):
+    """The key make run prints is a new agent's, whose writes defaulted to private: a first user's
+    memories written with it were missing from the console the printed login opens."""
+    from teams.auth import actor_for_user
+    from teams.models import Agent, ApiKey
+
+    out = io.StringIO()
+    call_command("seed_demo", org="demo-y", username="demo-owner-y", password="a-long-enough-password-42", stdout=out)
+    key = out.getvalue().split("agent API key : ")[1].split()[0]
+    assert "org-wide" in out.getvalue()
+    agent = Agent.objects.get(org__slug="demo-y", name="demo-agent")
+    assert agent.default_visibility == "org" and ApiKey.objects.filter(agent=agent).count() == 1
+    r = client_for(key).post("/api/v1/memories/weave", {"text": "The demo deploy runs on Fridays."}, format="json")
+    assert r.status_code == 201, r.content
+    from memory.selectors import visible_nodes
+
+    owner = get_user_model().objects.get(username="demo-owner-y")
+    assert visible_nodes(actor=actor_for_user(owner, agent.org)).filter(id=r.json()["node_ids"][0]).exists()

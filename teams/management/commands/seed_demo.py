@@ -38,8 +38,12 @@ class Command(BaseCommand):
             user.set_password(password)
             user.save(update_fields=["password"])
         organisation = services.organization_create(name="Demo", slug=org, owner=user)
-        agent = Agent.objects.create(org=organisation, name="demo-agent", created_by=user)
+        # Org-wide by default: a new agent's writes are private to it, and the quick start's first
+        # memories were then invisible to the login printed beside its key (the console showed none).
+        agent = Agent.objects.create(org=organisation, name="demo-agent", created_by=user, default_visibility="org")
         _, plain = services.api_key_create(actor=None, agent=agent, name="demo")
         self.stdout.write(self.style.SUCCESS("Demo organisation created."))
         self.stdout.write(f"  console login : {username} / {password}")
         self.stdout.write(f"  agent API key : {plain}   (shown once; store it now)")
+        self.stdout.write("  the agent's writes are org-wide unless a write names its visibility "
+                          "(console: Agents → demo-agent)")
