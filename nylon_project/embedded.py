@@ -118,6 +118,9 @@ def _start_embedded_postgres() -> str:
         if not pgvector_build.checked():  # `make` checks it; a venv installed otherwise, or moved, is checked here
             try:
                 pgvector_build.ensure(log=lambda msg: print(msg, file=sys.stderr))
+            except pgvector_build.ProbeError as exc:  # a timeout, a full /tmp: nothing known of the CPU
+                raise RuntimeError(f"Nylon {exc}; nothing was rebuilt. Start again once that is fixed, or set "
+                                   "DATABASE_URL to a Postgres with pgvector.") from exc
             except Exception as exc:
                 raise RuntimeError(f"The embedded Postgres's pgvector cannot run on this machine ({exc}). "
                                    "Set DATABASE_URL to a Postgres with pgvector.") from exc

@@ -8,13 +8,18 @@ service cannot store a single embedded memory. Short vectors still work, so noth
 
 ``ensure()`` (run by the Makefile after installing, and by the embedded start-up when this machine
 was never checked) starts a throwaway server and runs the operations Nylon uses on 384-dimension
-vectors. If a backend dies, it builds the same pgvector release from Debian's source archive
-(checksum pinned) against the bundled Postgres with pgvector's portable flags (``OPTFLAGS=""``;
-its AVX-512 and F16C paths are chosen at run time by CPU checks), checks it the same way, and swaps
-it in by rename. A marker beside the library records the CPU it was checked on and the library's
-sha256, so a copy of the venv on another machine checks again, and so does a library pip put back
-(pip leaves the marker behind when it reinstalls or upgrades the wheel: it is not in the wheel's
-RECORD). No Django here: it runs before settings can be loaded.
+vectors. If a backend is killed by a signal (the postmaster's log says which), it builds the same
+pgvector release from Debian's source archive (checksum pinned) against the bundled Postgres with
+pgvector's portable flags (``OPTFLAGS=""``; its AVX-512 and F16C paths are chosen at run time by
+CPU checks), checks it the same way, and swaps it in by rename. Any other failure of the probe (a
+timeout, a full /tmp, no connection) says nothing about the CPU: it is reported as what it is
+(``ProbeError``) and nothing is rebuilt.
+
+A marker beside the library records the CPU it was checked on and the library's sha256, so a copy
+of the venv on another machine checks again, and so does a library pip put back (pip leaves the
+marker behind when it reinstalls or upgrades the wheel: it is not in the wheel's RECORD). Where the
+marker cannot be written (a read-only site-packages) that is a warning, and the next start checks
+again. No Django here: it runs before settings can be loaded.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,12 +36,14 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 
 PGVECTOR_VERSION = "0.8.2"
 SOURCE_URL = f"http://deb.debian.org/debian/pool/main/p/pgvector/pgvector_{PGVECTOR_VERSION}.orig.tar.gz"
 SOURCE_SHA256 = "69f4019389af05dc1c9548deb8628e62878e6e207c03907f2b8af2016472cdaa"
 MARKER_NAME = ".nylon-pgvector"
 DIM = 384
+PROBE_TIMEOUT = 300  # seconds; a start, five queries and a stop take ~5 s
 
 
 def pginstall() -> Path:
@@ -84,26 +92,44 @@ def _vec(seed: int) -> str:
     return "[" + ",".join(out) + "]"
 
 
-def probe() -> tuple[bool, str]:
+class Probe(NamedTuple):
+    """What the probe found. ``killed``: a backend was killed by a signal (SIGILL where the CPU
+    lacks an instruction the library uses), the one failure a portable build can fix."""
+
+    works: bool
+    killed: bool = False
+    why: str = ""
+
+
+class ProbeError(RuntimeError):
+    """The probe could not run (a timeout, a full /tmp, no connection): nothing known of the CPU."""
+
+
+def probe() -> Probe:
     """Runs what Nylon asks of pgvector, on a throwaway server, in a child process (a crashed
-    backend makes psql and pgserver's clean-up print to stderr): (works, what failed)."""
-    done = subprocess.run([sys.executable, __file__, "--probe"], capture_output=True, text=True, timeout=300)
-    last = (done.stdout.strip().splitlines() or [""])[-1]
-    if done.returncode == 0 and last == "ok":
-        return True, ""
-    return False, last.removeprefix("failed: ") or f"the probe exited {done.returncode}: {done.stderr[-300:]}"
+    backend makes psql and pgserver's clean-up print to stderr). The child's last line is its
+    verdict: "ok", "killed: ..." or "failed: ..."."""
+    try:
+        done = subprocess.run([sys.executable, __file__, "--probe"], capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return Probe(works=False, why=f"the probe did not finish in {PROBE_TIMEOUT} s")
+    verdict, _, why = (done.stdout.strip().splitlines() or [""])[-1].partition(": ")
+    if verdict == "ok":
+        return Probe(works=True)
+    if verdict in ("killed", "failed"):
+        return Probe(works=False, killed=verdict == "killed", why=why)
+    return Probe(works=False, why=f"the probe exited {done.returncode}: {_one_line(done.stderr)[-300:]}")
 
 
-def _probe_here() -> tuple[bool, str]:
-    import warnings
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
-    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-    import pgserver
-    import psycopg
 
-    pgdata = Path(tempfile.gettempdir()) / f"nylon-pgvector-probe-{os.getpid()}-{time.monotonic_ns()}"
+def _steps() -> list[tuple[str, str]]:
+    """(what, SQL): the operations Nylon uses, on DIM-dimension vectors."""
     a, b = _vec(1), _vec(2)
-    steps = [
+    return [
         ("creating the extension", "CREATE EXTENSION IF NOT EXISTS vector"),
         (f"distances of {DIM}-dimension vectors",
          f"SELECT '{a}'::vector <=> '{b}'::vector, '{a}'::vector <#> '{b}'::vector, "
@@ -114,21 +140,50 @@ def _probe_here() -> tuple[bool, str]:
                                        f"INSERT INTO probe VALUES (51, '{b}')"),
         ("an HNSW search", f"SET enable_seqscan = off; SELECT id FROM probe ORDER BY e <=> '{b}' LIMIT 3"),
     ]
+
+
+def _killing_signal(server_log: Path, backend: int, wait: float = 3.0) -> str | None:
+    """The signal that killed the backend, as the postmaster logs it when it reaps the backend
+    ("client backend (PID 123) was terminated by signal 4: Illegal instruction"; the bundled
+    Postgres has no translations); None when the backend ended otherwise (terminated, shut down)."""
+    pattern = re.compile(rf"\(PID {backend}\) was terminated by signal (\d+: .*)")
+    deadline = time.monotonic() + wait
+    while True:
+        with contextlib.suppress(OSError):
+            if found := pattern.search(server_log.read_text(errors="replace")):
+                return f"signal {found[1].strip()}"
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.1)
+
+
+def _probe_here() -> Probe:
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    import pgserver
+    import psycopg
+
+    pgdata = Path(tempfile.gettempdir()) / f"nylon-pgvector-probe-{os.getpid()}-{time.monotonic_ns()}"
     srv = pgserver.get_server(pgdata, cleanup_mode="delete")
     try:
         with psycopg.connect(srv.get_uri(), autocommit=True) as conn:
-            for what, sql in steps:
+            backend = conn.info.backend_pid  # read now: a lost connection answers 0
+            for what, sql in _steps():
                 try:
                     conn.execute(sql)
-                except psycopg.OperationalError:  # the connection was lost: the backend died
+                except psycopg.OperationalError as exc:  # the connection was lost
+                    signal = _killing_signal(srv.log, backend)
+                    if signal is None:
+                        return Probe(works=False, why=f"{what} lost the connection: {_one_line(str(exc))[:160]}")
                     pid = srv.get_pid()
                     if pid:  # after a crash the server recovers and would not stop for a minute
                         with contextlib.suppress(OSError):
                             os.kill(pid, 9)
-                    return False, f"{what} killed the backend"
+                    return Probe(works=False, killed=True, why=f"{what} killed the backend ({signal})")
                 except psycopg.Error as exc:
-                    return False, f"{what} failed: {str(exc).strip()[:160]}"
-        return True, ""
+                    return Probe(works=False, why=f"{what} failed: {_one_line(str(exc))[:160]}")
+        return Probe(works=True)
     finally:
         with contextlib.suppress(Exception):
             srv.cleanup()
@@ -196,31 +251,46 @@ def ensure(*, log=print) -> str:
     if checked():
         return "checked"
     digest = library_digest()  # before probing: the marker names the library that was checked
-    ok, why = probe()
-    if ok:
+    found = probe()
+    if found.works:
         _mark(digest, "bundled", log)
         return "bundled"
-    log(f"nylon: the bundled pgvector does not run on this CPU ({why}); building pgvector "
+    if not found.killed:  # only a backend killed by a signal says this CPU cannot run the library
+        raise ProbeError(f"could not check the embedded Postgres's pgvector: {found.why}")
+    log(f"nylon: the bundled pgvector does not run on this CPU ({found.why}); building pgvector "
         f"{PGVECTOR_VERSION} from {SOURCE_URL}")
     with tempfile.TemporaryDirectory(prefix="nylon-pgvector-build-") as tmp:
         library = build(Path(tmp))
         _install(library)
     digest = library_digest()
-    ok, why = probe()
-    if not ok:
-        raise RuntimeError(f"pgvector built here still fails: {why}")
+    found = probe()
+    if not found.works:
+        raise RuntimeError(f"pgvector built here still fails: {found.why}")
     _mark(digest, "built", log)
     log("nylon: pgvector rebuilt for this CPU and checked")
     return "built"
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--probe"]:
-        works, why = _probe_here()
-        print("ok" if works else f"failed: {why}")
-        sys.exit(0)
+def main(argv: list[str]) -> int | str:
+    """`make run`/`make test` run this file; ``--probe`` is the probe's child process."""
+    if argv == ["--probe"]:
+        try:
+            found = _probe_here()
+        except Exception as exc:  # no throwaway server (a full /tmp, ...) or no connection to it
+            found = Probe(works=False, why=f"{type(exc).__name__}: {_one_line(str(exc))[:300]}")
+        verdict = "ok" if found.works else f"{'killed' if found.killed else 'failed'}: {_one_line(found.why)}"
+        print(verdict)
+        return 0
     try:
         print(f"nylon: embedded pgvector {ensure()}")
+    except ProbeError as exc:
+        return (f"nylon: {exc}; nothing was rebuilt. Run this again once that is fixed, or set DATABASE_URL "
+                "to a Postgres with pgvector (docker-compose.yml has one).")
     except Exception as exc:
-        sys.exit(f"nylon: the embedded Postgres's pgvector cannot run on this machine: {exc}\n"
-                 "Set DATABASE_URL to a Postgres with pgvector instead (docker-compose.yml has one).")
+        return (f"nylon: the embedded Postgres's pgvector cannot run on this machine: {exc}\n"
+                "Set DATABASE_URL to a Postgres with pgvector instead (docker-compose.yml has one).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

