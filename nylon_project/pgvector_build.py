@@ -6,8 +6,8 @@ AVX2 only) the first distance between two 384-dimension vectors, or the first in
 index, kills the backend with SIGILL, and Postgres drops every connection to recover: the embedded
 service cannot store a single embedded memory. Short vectors still work, so nothing fails until then.
 
-``ensure()`` (run by the Makefile after installing, and by the embedded start-up when this machine
-was never checked) starts a throwaway server and runs the operations Nylon uses on 384-dimension
+``ensure()`` (run by the Makefile, unless DATABASE_URL is set, and by the embedded start-up when
+the library in place was never checked here) starts a throwaway server and runs the operations Nylon uses on 384-dimension
 vectors. If a backend is killed by a signal (the postmaster's log says which), it builds the same
 pgvector release from Debian's source archive (checksum pinned) against the bundled Postgres with
 pgvector's portable flags (``OPTFLAGS=""``; its AVX-512 and F16C paths are chosen at run time by
@@ -272,7 +272,8 @@ def ensure(*, log=print) -> str:
 
 
 def main(argv: list[str]) -> int | str:
-    """`make run`/`make test` run this file; ``--probe`` is the probe's child process."""
+    """`make run`/`make test` run this file (skipped here, for every caller, when DATABASE_URL
+    names another Postgres); ``--probe`` is the probe's child process."""
     if argv == ["--probe"]:
         try:
             found = _probe_here()
@@ -280,6 +281,9 @@ def main(argv: list[str]) -> int | str:
             found = Probe(works=False, why=f"{type(exc).__name__}: {_one_line(str(exc))[:300]}")
         verdict = "ok" if found.works else f"{'killed' if found.killed else 'failed'}: {_one_line(found.why)}"
         print(verdict)
+        return 0
+    if os.environ.get("DATABASE_URL"):  # as embedded.database_url: then no embedded server is started
+        print("nylon: DATABASE_URL is set: the embedded Postgres (and its pgvector) is not used, not checked")
         return 0
     try:
         print(f"nylon: embedded pgvector {ensure()}")

@@ -164,9 +164,12 @@ def test_a_source_archive_with_another_checksum_is_refused(tmp_path, monkeypatch
     assert hashlib.sha256(b"not pgvector").hexdigest() != pgvector_build.SOURCE_SHA256
 
 
-def test_the_library_in_place_was_checked_here_and_passes_the_probe():
-    """`make test` runs the check before the suite: the library the tests use was checked on this
-    CPU, and the probe (a throwaway server doing what Nylon asks of pgvector) passes."""
+def test_the_library_in_place_is_made_to_pass_the_probe_here():
+    """What `make` and the embedded start-up do, on the real library: whether or not either ran
+    first (with DATABASE_URL set neither checks), ensure() leaves a library checked on this CPU
+    (rebuilding it where the bundled one is killed, as `make` would), and the probe (a throwaway
+    server doing what Nylon asks of pgvector) passes."""
+    assert pgvector_build.ensure() in ("checked", "bundled", "built")
     assert pgvector_build.checked()
     assert pgvector_build.probe() == Probe(works=True)
 
@@ -230,5 +233,23 @@ def test_make_reports_a_failed_check_as_such(monkeypatch):
         raise pgvector_build.ProbeError("could not check the embedded Postgres's pgvector: OSError: [Errno 28] ...")
 
     monkeypatch.setattr(pgvector_build, "ensure", ensure)
+    monkeypatch.delenv("DATABASE_URL", raising=False)  # the test session's own Postgres is exported there
     message = pgvector_build.main([])
     assert "Errno 28" in message and "nothing was rebuilt" in message and "cannot run" not in message
+
+
+@pytest.mark.parametrize("url", ["postgresql://nylon:pw@db.example.invalid:5432/nylon",
+                                 "postgresql://postgres@/nylon?host=/tmp/nylon-pg-socket"])
+def test_with_database_url_set_the_embedded_pgvector_is_not_checked(monkeypatch, capsys, url):
+    """Nylon then never starts the embedded server (embedded.database_url): `make run` and `make
+    test` must not need gcc or the network to rebuild a library nothing will load."""
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setattr(pgvector_build, "ensure", lambda **kwargs: pytest.fail("checked"))
+    assert pgvector_build.main([]) == 0
+    assert "DATABASE_URL is set" in capsys.readouterr().out
+
+
+def test_a_blank_database_url_means_the_embedded_server_and_is_checked(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "")  # docker-compose's ${DATABASE_URL:-}: embedded.py starts its own
+    monkeypatch.setattr(pgvector_build, "ensure", lambda: "checked")
+    assert pgvector_build.main([]) == 0
