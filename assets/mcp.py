@@ -147,8 +147,9 @@ def _tool_call(fn: F) -> F:
 
 
 def tool_weave(actor: Actor, *, text: str, visibility: str = "", session_key: str = "",
-               speaker: str = "") -> dict:
-    """``visibility`` empty: the agent's default_visibility (its team for an agent made in a team)."""
+               speaker: str = "", event_id: str = "") -> dict:
+    """``visibility`` empty: the agent's default_visibility (its team for an agent made in a team).
+    ``event_id`` makes a retried call a replay (created 0) instead of a second memory, as in REST."""
     from memory import services
     from memory.apis import WeaveApi
 
@@ -156,13 +157,19 @@ def tool_weave(actor: Actor, *, text: str, visibility: str = "", session_key: st
     # 20,000 characters, speaker and session_key at most 200, a write visibility, no NUL); the
     # wrapper of every tool (_tool_call) has already refused unstorable text (unpaired surrogates).
     s = WeaveApi.InputSerializer(data={"text": text, "session_key": session_key, "speaker": speaker,
-                                       **({"visibility": visibility} if visibility else {})})
+                                       "event_id": event_id, **({"visibility": visibility} if visibility else {})})
     if not s.is_valid():
         raise ToolError(f"Invalid input: {_detail(s.errors)}")
     d = s.validated_data
-    r = services.weave_session(actor=actor, turns=[services.TurnIn(text=d["text"], speaker=d["speaker"])],
-                               session_key=d["session_key"], visibility=d["visibility"])
+    try:
+        r = services.weave_session(actor=actor, session_key=d["session_key"], visibility=d["visibility"],
+                                   turns=[services.TurnIn(text=d["text"], speaker=d["speaker"], event_id=d["event_id"])])
+    except services.ChangedReplay as exc:
+        raise ToolError(exc.message) from None
     return {"node_ids": r.node_ids, "created": r.created, "embedded": r.embedded}
+
+
+MCP_MAX_K = 20  # hits a model reads in one tool answer
 
 
 def tool_resonate(actor: Actor, *, query: str, k: int = 5) -> dict:
@@ -170,7 +177,9 @@ def tool_resonate(actor: Actor, *, query: str, k: int = 5) -> dict:
 
     from .context import recall_for
 
-    k = max(1, min(int(k), 20))
+    if not 1 <= int(k) <= MCP_MAX_K:  # as REST refuses an out-of-range k, not a silent clamp
+        raise ToolError(f"Invalid input: k: between 1 and {MCP_MAX_K}.")
+    k = int(k)
     # As the context's recall (the model reads these hits directly): each with when it happened and
     # who said it, whether it matches the query, the same statement once (``folded``) and a model's
     # written-back answers below the memories they restate.
@@ -239,13 +248,15 @@ def build_server() -> MCPServer:
 
     @server.tool(description="Save a memory (a fact, decision or result). visibility: private, team, org or "
                              "restricted; left out, the agent's default (set by an admin; its team for an agent in a "
-                             "team).")
+                             "team). event_id: a key of your own for this memory, so that a retried call stores it "
+                             "once (created 0 on a replay).")
     def memory_weave(text: str, ctx: Context, visibility: str = "", session_key: str = "",
-                     speaker: str = "") -> dict[str, Any]:
+                     speaker: str = "", event_id: str = "") -> dict[str, Any]:
         actor = _actor(ctx, Scope.WRITE)
-        return tool_weave(actor, text=text, visibility=visibility, session_key=session_key, speaker=speaker)
+        return tool_weave(actor, text=text, visibility=visibility, session_key=session_key, speaker=speaker,
+                          event_id=event_id)
 
-    @server.tool(description="Search the team memory visible to this agent.")
+    @server.tool(description="Search the team memory visible to this agent (k: 1 to 20 hits).")
     def memory_resonate(query: str, ctx: Context, k: int = 5) -> dict[str, Any]:
         actor = _actor(ctx, Scope.READ)
         return tool_resonate(actor, query=query, k=k)
