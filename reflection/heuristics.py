@@ -619,21 +619,96 @@ _REASON = re.compile(r"(?:,|\s)\s*(?:\(|\u2014\s*|-\s+)?(?:because|due\s+to|owin
                      r"so\s+that|as\s+a\s+result\s+of|in\s+order\s+to)\b.*$", re.I | re.S)
 
 
-# A new date given as the current one: "the release freeze now starts December 7", "the kickoff is on
-# the 19th instead". Not "for now", "right now", "until now", "now that ...".
-_NOW = re.compile(r"(?<!\bfor )(?<!\bright )(?<!\bjust )(?<!\buntil )(?<!\btill )(?<!\bby )\bnow\b(?!\s+that\b)|"
-                  r"\binstead\b", re.I)
 _DAY_WORDS = _WEEKDAYS | {m.lower() for m in MONTH_NAMES}
 _CLOCK = re.compile(r"^\d+(?::\d+)?(?:am|pm|st|nd|rd|th)$|^\d+:\d+$")
 # Words that say a date is one ("is due November 29" vs "the deadline is now December 6", "is on June
 # 12" vs "now happens on June 19"): no part of the thing dated.
 _WHEN_WORDS = frozenset({"due", "deadline", "date", "scheduled", "planned", "slated", "happen", "held", "take",
                          "place", "fall"})
+# A day or a time, as written (the date without its named groups: it is used more than once in a pattern).
+_WHEN = (rf"(?:{re.sub(r'[(][?]P<[a-z0-9]+>', '(?:', _DATE)}|\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|"
+         r"\b\d{1,2}(?::\d\d)?\s*(?:am|pm)\b|\b\d{1,2}:\d\d\b|\b\d{1,2}(?:st|nd|rd|th)\b)")
+_WHEN_MENTION = re.compile(_WHEN, re.I)
+# A new date given as the current one: "now" or "instead" must give the date itself — "the release
+# freeze now starts December 7", "the deadline is now December 6", "is now on the 15th", "the kickoff
+# is on the 19th instead". A "now" of something else in the same text ("the report is now in review
+# and the board meeting is on October 5", "we now have a runbook ... and a dry run on Thursday") moves
+# no date. Not "for now", "right now", "until now", "from now on".
+_NOW_DATE = re.compile(
+    r"(?<!\bfor )(?<!\bright )(?<!\bjust )(?<!\buntil )(?<!\btill )(?<!\bby )(?<!\bfrom )\bnow\s+"
+    # a verb of the date between: "now starts", "now takes place", "now goes out", "is now sent"
+    r"(?:(?:is|are|be|due|[a-z]{2,}(?:s|ed))(?:\s+(?:off|out|up|live|place|due|scheduled|set|planned|slated|held))?\s+)?"
+    rf"(?:(?:on|at|for|from|in|by)\s+)?(?:the\s+)?(?:next\s+)?{_WHEN}"
+    rf"|{_WHEN}\s+instead\b|\binstead\s+(?:(?:on|at|for)\s+)?(?:the\s+)?{_WHEN}", re.I)
+# What a dated statement is for: an occasion is the reason of its date ("... now starts December 7 for
+# the SOC2 audit": the audit is not the thing dated), a scope narrows the thing ("the nightly backup
+# now runs at 3am for the EU region" is the EU region's backup, not the one at 2am).
+_OCCASIONS = ("audits?|reviews?|launch(?:es)?|releases?|demos?|offsites?|onsites?|meetings?|calls?|kick-?offs?|"
+              "retros?|retrospectives?|workshops?|conferences?|summits?|events?|visits?|trips?|presentations?|"
+              "prep|preparations?|holidays?|breaks?|freezes?|cutovers?|rollouts?|go-lives?|migrations?|deadlines?|"
+              "interviews?|hackathons?|trainings?|webinars?|parties|party|celebrations?|standups?|syncs?|"
+              "sessions?|planning|handovers?|deploys?|deployments?|upgrades?|outages?|board|renewals?|"
+              "negotiations?|pitch(?:es)?")
+_FOR_OCCASION = (r"for\s+(?=(?:(?:the|a|an|our|their|its|this|that|next|upcoming)\s+)?(?:[\w-]+\s+){0,3}?"
+                 rf"(?:{_OCCASIONS})\b)")
 # What follows the date: the reason or occasion ("... December 7 for the SOC2 audit", "... because of").
-_AFTER_DATE = re.compile(r"^[\s,]*(?:\(|\u2014\s*|-\s+)?(?:for|because|due\s+to|owing\s+to|thanks\s+to|given\s+that|"
-                         r"so\s+that|as\s+a\s+result\s+of|in\s+order\s+to|ahead\s+of|after)\b.*$", re.I | re.S)
-_WHEN_MENTION = re.compile(rf"{_DATE}|\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|"
-                           r"\b\d{1,2}(?::\d\d)?\s*(?:am|pm)\b|\b\d{1,2}:\d\d\b|\b\d{1,2}(?:st|nd|rd|th)\b", re.I)
+_AFTER_DATE = re.compile(rf"^[\s,]*(?:\(|\u2014\s*|-\s+)?(?:{_FOR_OCCASION}|because|due\s+to|owing\s+to|thanks\s+to|"
+                         r"given\s+that|so\s+that|as\s+a\s+result\s+of|in\s+order\s+to|ahead\s+of|after)\b.*$",
+                         re.I | re.S)
+_FOR = re.compile(r"\bfor\s+", re.I)
+_OCCASION_AHEAD = re.compile(_FOR_OCCASION, re.I)
+# Words that end a "for" phrase: a verb, a preposition, a time ("scheduled for May 20" is a date).
+_SCOPE_END = _NOT_ID_BEFORE | _DAY_WORDS | {"and", "or", "but", "so", "then", "now", "that", "which", "who", "while",
+                                            "morning", "afternoon", "evening", "night", "tonight", "today", "tomorrow",
+                                            "week", "weekend", "month", "quarter", "year", "next", "instead"}
+
+
+def _scope(text: str) -> frozenset[str]:
+    """The words of the scopes a statement is narrowed to ("for the EU region" → eu, region; "Code
+    freeze for v3" → v3). Not an occasion ("for the SOC2 audit"), a date ("scheduled for May 20"), a
+    duration ("for two hours") nor "for now"."""
+    out: set[str] = set()
+    for m in _FOR.finditer(text):
+        if _OCCASION_AHEAD.match(text, m.start()) or _WHEN_MENTION.match(text, m.end()):
+            continue
+        words = []
+        for tok in re.findall(r"[\w'-]+", text[m.end():].lower())[:5]:
+            if tok in _SCOPE_END or _NUM.match(tok) or tok in _NUM_WORDS:
+                break
+            words.append(tok)
+        out |= {_lemma(w) for w in words if w not in _EMPTY}
+    return frozenset(out)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_lemma(t) for t in re.findall(r"[\w'-]+", text.lower()))
+
+
+# Where a text's clauses meet: "...; their sign-off meeting is December 3", "... and the board meeting
+# is on October 5", "..., but the retro is Monday". An "and" only before a new subject, and only once
+# the clause before has its verb: "The design review and the retro moved to Friday" is one clause.
+_CLAUSE_BREAK = re.compile(r"\s*;\s*|\s+[\u2014\u2013-]\s+|,?\s+(?:but|while|whereas|although|though)\s+|"
+                           r",?\s+(?P<and>and)\s+(?=(?:the|a|an|our|their|its|his|her|we|they|it|i|he|she|this|"
+                           r"that|these|those)\b)", re.I)
+_HAS_VERB = re.compile(rf"\b(?:is|are|was|were|will|would|has|have|had|now|can|could|do|does|did)\b|'s\b|'re\b|"
+                       rf"\b\w{{3,}}ed\b|{_WHEN}", re.I)
+
+
+def _clause_spans(text: str) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    for m in _CLAUSE_BREAK.finditer(text):
+        if m["and"] and not _HAS_VERB.search(text, start, m.start()):
+            continue
+        spans.append((start, m.start()))
+        start = m.end()
+    spans.append((start, len(text)))
+    return [(s, e) for s, e in spans if text[s:e].strip()]
+
+
+def _clause_of(text: str, start: int, end: int) -> str:
+    """The clauses of the text from the one holding ``start`` to the one holding ``end``."""
+    spans = [(s, e) for s, e in _clause_spans(text) if e > start and s < end] or [(0, len(text))]
+    return text[spans[0][0]:spans[-1][1]]
 
 
 def _dated_text(text: str) -> str:
@@ -664,31 +739,68 @@ def _when_words(text: str, st: Statement) -> list[str]:
     return dates + days or sorted(st.numbers)
 
 
+@dataclass(frozen=True)
+class _Dated:
+    """A clause giving a thing a day or a time: what it dates, when, and whether it is a day."""
+    text: str
+    what: frozenset[str]
+    when: frozenset[str]
+    scope: frozenset[str]
+    words: frozenset[str]
+    st: Statement
+
+    @property
+    def is_day(self) -> bool:
+        return bool(self.when & _DAY_WORDS) or any(_CLOCK.match(n) for n in self.when)
+
+
+def _dated(clause: str) -> _Dated:
+    # Without entities, names count as words here ("Standup" opening a sentence is read as one)
+    subject = _subject_text(clause) if _MOVED.search(clause) else _dated_text(clause)
+    st = statement(clause)
+    return _Dated(clause, statement(subject).core - _WEEKDAYS - _NOT_SUBJECT - _WHEN_WORDS,
+                  st.numbers | (st.core & _WEEKDAYS), _scope(subject), _words(clause), st)
+
+
+def _date_changes(text: str) -> list[tuple[_Dated, bool]]:
+    """The clauses of the text that move a thing (True) or give it a date "now" (False)."""
+    out = [(_dated(_clause_of(text, m.start(), m.end())), True) for m in _MOVED.finditer(text)]
+    return out + [(_dated(_clause_of(text, m.start(), m.end())), False) for m in _NOW_DATE.finditer(text)]
+
+
 def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
     """One side moves the thing the other dates to another day: their days or dates differ, one says
     it moved, and what is left once days, dates and the moving words are out names the same thing
-    (one side's words within the other's). A lead-in ("Update:") and the move's reason ("because
-    of the freeze") are not part of the thing. The pairs compared are already each other's nearest.
-    A side that gives its date as the current one ("the freeze now starts December 7 for the SOC2
-    audit") moves it too, in fewer words; what follows its date is the reason or the occasion ("the
-    SOC2 audit starts March 3" is not the thing moved)."""
+    (one side's words within the other's). Only the clause of the move and a clause of the other side
+    holding a date are compared: "the vendor contract is signed; the kickoff is now on June 4" moves
+    the kickoff. A lead-in ("Update:") and the move's reason ("because of the freeze") are not part of
+    the thing. The pairs compared are already each other's nearest. A side that gives its date as the
+    current one ("the freeze now starts December 7 for the SOC2 audit") moves it too, in fewer words;
+    what follows its date is then the reason or the occasion ("the SOC2 audit starts March 3" is not
+    the thing moved), unless it is a scope ("for the EU region"): a scope one side names and the other
+    does not makes the two different things."""
     if a.negated or b.negated:
         return None
-    when_a, when_b = a.numbers | (a.core & _WEEKDAYS), b.numbers | (b.core & _WEEKDAYS)
-    if not when_a or not when_b or not _differ(when_a, when_b):
-        return None
-    # A move only proposed or weighed ("we might move the freeze to December 7 if ...") moves nothing;
-    # "now" moves a date, not any number ("the API timeout is now 30 seconds").
-    moved = any(_MOVED.search(t) and not _NOT_DONE.search(t) for t in (a_text, b_text))
-    dated = all(w & _DAY_WORDS or any(_CLOCK.match(n) for n in w) for w in (when_a, when_b))
-    if not moved and not (dated and any(_NOW.search(t) and not _NOT_DONE.search(t) for t in (a_text, b_text))):
-        return None
-    # Without entities, names count as words here ("Standup" opening a sentence is read as one)
-    what_a, what_b = (statement(_subject_text(t) if moved else _dated_text(t)).core - _WEEKDAYS - _NOT_SUBJECT
-                      - _WHEN_WORDS for t in (a_text, b_text))
-    if not what_a or not what_b or not (what_a <= what_b or what_b <= what_a):
-        return None
-    return f"rescheduled: {', '.join(_when_words(a_text, a))} vs {', '.join(_when_words(b_text, b))}"
+    for x_text, y_text, x_first in ((a_text, b_text, True), (b_text, a_text, False)):
+        # A move only proposed or weighed ("we might move the freeze to December 7 if ...") moves nothing.
+        if _NOT_DONE.search(x_text):
+            continue
+        dated_y = [_dated(y_text[s:e]) for s, e in _clause_spans(y_text)]
+        for x, moved in _date_changes(x_text):
+            for y in dated_y:
+                if not x.when or not y.when or not _differ(x.when, y.when):
+                    continue
+                # "now" moves a date, not any number ("the API timeout is now 30 seconds")
+                if not moved and not (x.is_day and y.is_day):
+                    continue
+                if not x.what or not y.what or not (x.what <= y.what or y.what <= x.what):
+                    continue
+                if not (x.scope <= y.words and y.scope <= x.words):
+                    continue
+                first, second = (x, y) if x_first else (y, x)
+                return (f"rescheduled: {', '.join(_when_words(first.text, first.st))} vs "
+                        f"{', '.join(_when_words(second.text, second.st))}")
+    return None
 
 
 # "Budget for paid ads in Q1 is 40k EUR" vs "Correction: Q1 paid ads budget is cut to 25k EUR after the

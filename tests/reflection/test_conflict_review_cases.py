@@ -1,0 +1,96 @@
+"""The rule-based conflict check (the no-LLM default) on the cases of a code review: four rules read
+too much into a pair and stored conflicts between statements that contradict nothing, and two
+missed real ones.
+
+1. "now" / "instead" anywhere in a text made it a reschedule of any other dated statement naming the
+   same thing ("The Q3 report is now in review and the board meeting is on October 5"); "for ..."
+   after a date was always stripped, a scope ("for the EU region") with it.
+2. "from X to Y" gave X up with no change verb ("streams events from Kafka to Snowflake"); a verb's
+   object that is only a part of the named thing ("the SSL certificate") gave up the thing; one
+   shared word of any kind ("team", a person) made two statements speak of the same thing.
+3. ", not X" could never give X up (its "not" read as a negation of the statement), and a change
+   decided against still gave the value up.
+4. A role word anywhere ("the lead-scoring refactor", "the on-call runbook") or "is the first ..."
+   made two people's doings one role with two holders.
+
+Every pair is checked in both directions.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from memory.engine.text import extract_entities
+from reflection.heuristics import conflict_reason
+
+
+def _reason(a: str, b: str) -> str | None:
+    return conflict_reason(a, b, extract_entities(a), extract_entities(b))
+
+
+def _both_none(a: str, b: str) -> None:
+    assert _reason(a, b) is None, (a, b, _reason(a, b))
+    assert _reason(b, a) is None, (b, a, _reason(b, a))
+
+
+def _both_conflict(a: str, b: str, prefix: str | tuple[str, ...] = "") -> None:
+    for x, y in ((a, b), (b, a)):
+        reason = _reason(x, y)
+        assert reason is not None, (x, y)
+        assert reason.startswith(prefix), (x, y, reason)
+
+
+# ------------------------------------------------------------------ 1. "now" must give the date
+@pytest.mark.parametrize("a,b", [
+    # from the review: "now" says something else of the thing, the other date is another thing's
+    ("The Q3 report is due September 30", "The Q3 report is now in review and the board meeting is on October 5"),
+    ("The security review is due November 29",
+     "The security review is now with legal; their sign-off meeting is December 3"),
+    ("The launch is on March 3", "The launch checklist is now complete; the press briefing is March 1"),
+    ("The migration is on Saturday", "We now have a runbook for the migration and a dry run on Thursday"),
+    # ours
+    ("The vendor audit is on June 10.", "The vendor audit scope is now final and the kickoff call is on June 3."),
+    ("The data export ships Friday.", "The data export now has a progress bar; QA signs off on Wednesday."),
+    ("The onboarding workshop is on April 8.",
+     "The onboarding workshop agenda is now in Notion, and the dry run is April 6."),
+    # a date given "now" in one clause, of another thing than the other side's
+    ("The beta launch is on May 5.", "The beta docs are done; the partner webinar is now on May 9."),
+])
+def test_now_that_does_not_give_the_date_moves_nothing(a, b):
+    _both_none(a, b)
+
+
+@pytest.mark.parametrize("a,b", [
+    # from the review: "for" a scope is a narrower thing, not the occasion of the new date
+    ("The nightly backup runs at 2am", "The nightly backup now runs at 3am for the EU region"),
+    # ours
+    ("The maintenance window starts at 1am.", "The maintenance window now starts at 4am for the APAC customers."),
+    ("Payroll runs on the 25th.", "Payroll now runs on the 28th for the Lisbon office."),
+    ("The weekly digest goes out on Monday.", "The weekly digest now goes out on Tuesday for the mobile app."),
+    # the scope before the date narrows the thing just the same
+    ("The status email is sent at 9am.", "The status email for the sales team is now sent at 8am."),
+    # "now" with the date, but the other side moves another thing
+    ("The design review is on Thursday.", "The design retro now happens on Tuesday."),
+])
+def test_a_date_for_a_narrower_scope_is_no_reschedule(a, b):
+    _both_none(a, b)
+
+
+@pytest.mark.parametrize("a,b", [
+    # "for" an occasion after the new date is the reason of the move, as before
+    ("The platform release freeze begins November 20.",
+     "The platform release freeze now begins November 13 for the PCI audit."),
+    ("The customer webinar is on May 14.", "The customer webinar now happens on May 21 for the product launch."),
+    # "now" right before the date, with or without a verb; "instead" right after it
+    ("The data migration dry run is at 10am.", "The data migration dry run now starts at 1pm."),
+    ("Payroll closes on the 25th.", "Payroll now closes on the 27th."),
+    ("The quarterly planning offsite is on September 9.",
+     "The quarterly planning offsite is now September 16."),
+    ("The all-hands is on Thursday.", "The all-hands is on Friday instead."),
+    # the clause holding the new date is compared, not the whole text
+    ("The Hooli kickoff is on May 28.", "The vendor contract is signed; the Hooli kickoff is now on June 4."),
+    ("The board prep session is on Monday.",
+     "We moved the board prep session to Wednesday, and the budget memo is done."),
+])
+def test_a_date_given_now_still_reschedules(a, b):
+    _both_conflict(a, b, ("rescheduled: ", "different number or date"))
