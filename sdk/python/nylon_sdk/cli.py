@@ -541,6 +541,11 @@ def main(argv: list[str] | None = None) -> int:
             say(f"{url} is the default service URL, as none is configured: run nylon configure --url URL "
                 "(or set NYLON_URL)", file=sys.stderr)
         return 3
+    except BrokenPipeError:
+        # The reader left (`nylon nodes list | head`): no "error: [Errno 32] Broken pipe", and no
+        # second one when Python flushes stdout at exit. 141: what a shell reports for SIGPIPE.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (OSError, ValueError) as exc:
         say(f"error: {exc}", file=sys.stderr)
         return 1
