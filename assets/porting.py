@@ -3,8 +3,9 @@
 One JSON object per line, ``{"type": "header" | "node" | "edge" | "asset" | "asset_version", ...}``.
 Rows refer to each other by their ids in the source org and to people by portable names (username,
 agent name, team slug), so a file imports into any org: ids are remapped, owners are matched by
-name among the target org's members and agents, and a row whose owner (or team, for team rows)
-does not exist there is skipped and counted, never given to someone else.
+name among the target org's members and agents (a version's author too, by its label), and a row
+whose owner (or team, for team rows) does not exist there is skipped and counted, never given to
+someone else.
 
 Through the API an org admin exports exactly what it may read (``visible_nodes`` and
 ``readable_assets``): other people's private rows, restricted rows without a grant and team rows
@@ -44,7 +45,7 @@ FORMAT = "nylon-export"
 FORMAT_VERSION = 1
 _REF_FIELDS = {"id", "org", "owner_user", "owner_agent", "team", "source_user", "source_agent", "embedding",
                "approved_by", "asset", "src", "dst", "search", "txid",
-               "author_agent", "author_user"}  # a version's author by id: its label travels, ids do not
+               "author_agent", "author_user"}  # a version's author by id: its label travels (_author)
 
 
 def _plain(v):
@@ -62,6 +63,17 @@ def _who(obj) -> dict:
     return {"owner_user": obj.owner_user.username if obj.owner_user_id else None,
             "owner_agent": obj.owner_agent.name if obj.owner_agent_id else None,
             "team": obj.team.slug if obj.team_id else None}
+
+
+def _author(label: str, users: dict, agents: dict) -> dict:
+    """A version's author ids in the target org, from its label ("agent:<name>", "user:<username>"),
+    as owners are matched: the org's agent of that name, the member with that username, else none.
+    An agent may write again on its own edit awaiting review, told by ``author_agent``
+    (``services._writes_on_what_it_reads``): without it, an import took that from the agent. A label
+    names an agent of the importer's org only, whom an org admin already acts as (it mints its keys)."""
+    kind, _, name = (label or "").partition(":")
+    return {"author_agent": agents.get(name) if kind == "agent" else None,
+            "author_user": users.get(name) if kind == "user" else None}
 
 
 def export_lines(org: Organization, *, actor=None) -> Iterator[str]:
@@ -733,7 +745,8 @@ def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict
                     # an export from before approved_at: its served version was approved (the
                     # migration's rule), or agents would be given an empty history of what they read
                     row["approved_at"] = a.approved_at or a.updated_at
-                AssetVersion.objects.create(org=org, asset=a, **row)
+                AssetVersion.objects.create(org=org, asset=a, **_author(row.get("author_label"), users, agents),
+                                            **row)
                 counts["asset_version"] += 1
     except IntegrityError as exc:
         # a row written since the look-up above (imports are serialised, other writers are not)

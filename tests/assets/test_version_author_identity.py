@@ -5,8 +5,11 @@ version now records its author by id (``AssetVersion.author_agent`` / ``author_u
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.apps import apps
+from django.db import connection
 
 from assets.models import AgentBinding, AssetVersion
 from teams import services as team_services
@@ -62,6 +65,11 @@ def test_people_are_recorded_by_id_too(world, client_for):
     assert v1.author_user_id == world["a"].member.id and v1.author_agent_id is None
 
 
+def _backfill(migration):
+    with connection.schema_editor() as schema_editor:
+        migration.authors_from_labels(apps, schema_editor)
+
+
 def test_the_migration_names_authors_from_labels_but_not_a_later_namesake(world, client_for):
     """Versions saved before the columns: the label names the agent that bore the name then; an
     agent created after the version is not its author."""
@@ -70,7 +78,7 @@ def test_the_migration_names_authors_from_labels_but_not_a_later_namesake(world,
     assert r.status_code == 200
     AssetVersion.objects.filter(asset_id=aid).update(author_agent=None, author_user=None)
     migration = __import__("assets.migrations.0006_assetversion_author", fromlist=["authors_from_labels"])
-    migration.authors_from_labels(apps, None)
+    _backfill(migration)
     got = {v.version: (v.author_user_id, v.author_agent_id) for v in AssetVersion.objects.filter(asset_id=aid)}
     assert got[1] == (world["a"].member.id, None) and got[2] == (None, world["a"].agent.id)
 
@@ -78,5 +86,77 @@ def test_the_migration_names_authors_from_labels_but_not_a_later_namesake(world,
     # younger than the version, so the version is left without an author id
     _rename_and_reuse_the_name(world, client_for, carol, aid)
     AssetVersion.objects.filter(asset_id=aid).update(author_agent=None, author_user=None)
-    migration.authors_from_labels(apps, None)
+    _backfill(migration)
     assert AssetVersion.objects.get(asset_id=aid, version=2).author_agent_id is None
+
+
+# --- export/import: the author ids do not travel, the label does; the import maps it back ----------
+
+
+def _export(tmp_path, slug: str = "alpha") -> list[str]:
+    from django.core.management import call_command
+
+    out = tmp_path / f"{slug}.jsonl"
+    call_command("export_memory", "--org", slug, "--out", str(out))
+    return out.read_text().splitlines()
+
+
+def test_after_a_restore_the_agent_still_writes_on_its_own_pending_edit(world, client_for, tmp_path):
+    """The asset is exported, lost and imported back: the agent's edit awaiting review is its own
+    again (the author id was left empty, and the agent was refused what the label had allowed)."""
+    from assets.models import Asset
+    from assets.porting import import_lines
+
+    a = world["a"]
+    aid, carol, _bob, bot = _agent_writer(world, client_for)
+    r = bot.patch(f"/api/v1/assets/{aid}", {"expected_version": 1, "body": "Deploy blue-green."}, format="json")
+    assert r.status_code == 200 and r.json()["version"] == 2
+    lines = _export(tmp_path)
+    Asset.objects.filter(id=aid).delete()
+
+    counts = import_lines(a.org, lines)
+    assert counts["asset"] == 1 and counts["asset_version"] == 2
+    restored = Asset.objects.get(org=a.org, title="Deploys")
+    got = {v.version: (v.author_user_id, v.author_agent_id) for v in restored.versions.all()}
+    assert got == {1: (a.member.id, None), 2: (None, a.agent.id)}
+    # grants and bindings are not exported: given again
+    grant(carol, "asset", restored.id, grantee_kind="agent", agent_id=a.agent.id, permission="write")
+    AgentBinding.objects.create(org=a.org, agent=a.agent, asset=restored, mode="full")
+    r = bot.patch(f"/api/v1/assets/{restored.id}", {"expected_version": 2, "body": "Deploy blue-green; page on-call."},
+                  format="json")
+    assert r.status_code == 200, r.content
+    assert r.json()["version"] == 3
+
+
+def test_an_import_maps_authors_by_name_in_the_target_org_only(world, client_for, tmp_path):
+    """Into another org: the agent of that org bearing the name, the member with the username;
+    a name the org has no agent or member of is no author (never someone else's id)."""
+    from assets.porting import import_lines
+    from teams.models import Membership, Organization, Role, Team
+
+    a = world["a"]
+    aid, _carol, _bob, bot = _agent_writer(world, client_for)
+    assert bot.patch(f"/api/v1/assets/{aid}", {"expected_version": 1, "body": "Deploy blue-green."},
+                     format="json").status_code == 200
+    lines = _export(tmp_path)
+
+    gamma = Organization.objects.create(name="Gamma", slug="gamma")
+    Membership.objects.create(org=gamma, user=a.member, role=Role.MEMBER)
+    team = Team.objects.create(org=gamma, name="core", slug="core")
+    gamma_bot = Agent.objects.create(org=gamma, name=a.agent.name, team=team)
+    assert import_lines(gamma, lines)["asset_version"] == 2
+    got = {v.version: (v.author_user_id, v.author_agent_id) for v in AssetVersion.objects.filter(org=gamma)}
+    assert got == {1: (a.member.id, None), 2: (None, gamma_bot.id)}
+
+    # delta has the member but no agent of that name; the version's user label names no member of it
+    delta = Organization.objects.create(name="Delta", slug="delta")
+    Membership.objects.create(org=delta, user=a.member, role=Role.MEMBER)
+    Team.objects.create(org=delta, name="core", slug="core")
+    Agent.objects.create(org=delta, name="someone-else")
+    rows = [json.loads(x) for x in lines]
+    for row in rows:
+        if row["type"] == "asset_version" and row["version"] == 1:
+            row["author_label"] = f"user:{world['b'].member.username}"  # a member of beta, not of delta
+    assert import_lines(delta, [json.dumps(x) for x in rows])["asset_version"] == 2
+    got = {v.version: (v.author_user_id, v.author_agent_id) for v in AssetVersion.objects.filter(org=delta)}
+    assert got == {1: (None, None), 2: (None, None)}
