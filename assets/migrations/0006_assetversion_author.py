@@ -6,25 +6,40 @@ from django.db import migrations, models
 
 
 def authors_from_labels(apps, schema_editor):
-    """Earlier versions recorded only a label ("agent:<name>", "user:<name>"). The label names the
-    agent of the org that bore the name then; an agent created after the version cannot be its
-    author (a new agent given a former one's name), so such a match is left empty, which refuses
-    it the author's writes rather than granting another's."""
-    AssetVersion = apps.get_model("assets", "AssetVersion")
-    Agent = apps.get_model("teams", "Agent")
-    User = apps.get_model(*settings.AUTH_USER_MODEL.split("."))
-    agents = {(org_id, name): (pk, created) for pk, org_id, name, created
-              in Agent.objects.values_list("id", "org_id", "name", "created_at")}
-    users = dict(User.objects.values_list("username", "id"))
-    rows = AssetVersion.objects.filter(author_agent__isnull=True, author_user__isnull=True)
-    for pk, org_id, label, created in rows.values_list("id", "org_id", "author_label", "created_at").iterator():
-        kind, _, name = label.partition(":")
-        if kind == "agent" and (org_id, name) in agents:
-            agent_id, agent_created = agents[(org_id, name)]
-            if agent_created <= created:
-                AssetVersion.objects.filter(pk=pk).update(author_agent_id=agent_id)
-        elif kind == "user" and name in users:
-            AssetVersion.objects.filter(pk=pk).update(author_user_id=users[name])
+    """Earlier versions recorded only a label ("agent:<name>", "user:<username>"). The label names the
+    agent of the version's org that bore the name then; an agent created after the version cannot be
+    its author (a new agent given a former one's name), so such a match is left empty, which refuses
+    it the author's writes rather than granting another's. A person is looked for among the members
+    of the version's org only: a username is global, and a renamed member's old name may since be
+    someone's of another org.
+
+    Two set-based statements, not one per row: this runs in the migration's transaction, after
+    AddField took an ACCESS EXCLUSIVE lock on the version table and the foreign keys locked the agent
+    and user tables against writes (a console login updates last_login), all held until it commits.
+    Agent names are unique in an org; were several to match, the latest created not after the
+    version is taken, then the highest id."""
+    q = schema_editor.quote_name
+    version = q(apps.get_model("assets", "AssetVersion")._meta.db_table)
+    agent = q(apps.get_model("teams", "Agent")._meta.db_table)
+    membership = q(apps.get_model("teams", "Membership")._meta.db_table)
+    user = q(apps.get_model(*settings.AUTH_USER_MODEL.split("."))._meta.db_table)
+    with schema_editor.connection.cursor() as cur:
+        cur.execute(f"""
+            UPDATE {version} AS v SET author_agent_id = m.agent_id
+            FROM (SELECT DISTINCT ON (v2.id) v2.id AS version_id, a.id AS agent_id
+                  FROM {version} AS v2
+                  JOIN {agent} AS a ON a.org_id = v2.org_id AND a.name = substr(v2.author_label, 7)
+                                   AND a.created_at <= v2.created_at
+                  WHERE left(v2.author_label, 6) = 'agent:'
+                    AND v2.author_agent_id IS NULL AND v2.author_user_id IS NULL
+                  ORDER BY v2.id, a.created_at DESC, a.id DESC) AS m
+            WHERE v.id = m.version_id""")
+        cur.execute(f"""
+            UPDATE {version} AS v SET author_user_id = u.id
+            FROM {membership} AS m JOIN {user} AS u ON u.id = m.user_id
+            WHERE m.org_id = v.org_id AND left(v.author_label, 5) = 'user:'
+              AND u.username = substr(v.author_label, 6)
+              AND v.author_agent_id IS NULL AND v.author_user_id IS NULL""")
 
 
 class Migration(migrations.Migration):
