@@ -13,6 +13,7 @@ graph on every machine and in every test run:
 
 from __future__ import annotations
 
+import bisect
 import calendar
 import math
 import re
@@ -899,13 +900,15 @@ def _scan(text: str) -> list[tuple[int, int, re.Match[str], _Handler]]:
             found.append((m.start(), m.end(), m, handler))
     # Longest match wins ("7 May 2023" over "May 2023" over "in May"); then leftmost.
     found.sort(key=lambda t: (-(t[1] - t[0]), t[0]))
-    taken: list[tuple[int, int]] = []
+    # Characters already taken, not a list of spans compared with each match: that was quadratic in
+    # the mentions ("Monday " 2,850 times in one turn took 30 s of a write request).
+    taken = bytearray(len(text))
     chosen: list[tuple[int, int, re.Match[str], _Handler]] = []
     for item in found:
         s, e = item[0], item[1]
-        if any(s < te and ts < e for ts, te in taken):
+        if any(taken[s:e]):
             continue
-        taken.append((s, e))
+        taken[s:e] = b"\x01" * (e - s)
         chosen.append(item)
     chosen.sort(key=lambda t: t[0])
     return chosen
@@ -951,6 +954,11 @@ def _sentence_bounds(text: str) -> list[tuple[int, int]]:
 _WEEKDAY_THEN_DATE = re.compile(r"[\s,]*(?:the\s+)?")
 
 
+# A text's first mentions only: a memory that names hundreds of days is a list, not a statement of
+# when something happened, and each kept mention is stored (time_refs) and rendered as search text.
+MAX_TIME_MENTIONS = 64
+
+
 def resolve_times(text: str, ref: datetime | date) -> list[TimeMention]:
     """Resolve time expressions in ``text`` against the session time ``ref``.
 
@@ -967,17 +975,24 @@ def resolve_times(text: str, ref: datetime | date) -> list[TimeMention]:
         return []
     ref_day = ref.date() if isinstance(ref, datetime) else ref
     sentences = _sentence_bounds(text)
+    # Each sentence read once for its future cue, each mention's sentence found by bisection: per
+    # mention, the sentence was searched for and read again, mentions x length on a long turn.
+    starts = [a for a, _b in sentences]
+    future = [_is_future(text[a:b]) for a, b in sentences]
     out: list[TimeMention] = []
     weekday_end = -1  # where the last mention kept ended, when it was a weekday
     for s, _e, m, handler in _scan(text):
+        if len(out) >= MAX_TIME_MENTIONS:
+            break
         if handler in (_h_dm, _h_dmy, _h_iso) and weekday_end >= 0 and _WEEKDAY_THEN_DATE.fullmatch(text, weekday_end, s):
             # "Monday November 16", "Monday, 16 November": the weekday names the date's day, not
             # the Monday before the session (it was resolved to 9 November beside the 16th)
             out.pop()
         weekday_end = -1
-        sent = next((text[a:b] for a, b in sentences if a <= s < b), text)
+        i = bisect.bisect_right(starts, s) - 1
+        is_future = future[i] if 0 <= i < len(future) and s < sentences[i][1] else _is_future(text)
         try:
-            resolved = handler(m, _Ctx(ref=ref_day, future=_is_future(sent)))
+            resolved = handler(m, _Ctx(ref=ref_day, future=is_future))
         except _Unresolvable:  # outside years 1-9999 or no such day: left unresolved, never an error
             continue
         if resolved is None:

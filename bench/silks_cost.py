@@ -1,0 +1,60 @@
+"""What a write's heuristic silks (entities, key terms, emotion, time expressions) cost on long
+adversarial turns, beside an ordinary text of the same length in the same run.
+
+    .venv/bin/python bench/silks_cost.py [--reps 3]
+
+Each row: a 20,000-character turn (the API's limit), the median of ``--reps`` runs of
+``memory.engine.weave.weave_silks`` and its ratio to the control row (ordinary prose). A row far
+above the others is a text whose cost grows faster than its length (the security review's
+"Monday " x 2,850 took 30 s before the time mentions were bounded)."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from memory.engine.weave import weave_silks  # noqa: E402
+
+LIMIT = 20_000
+TEXTS = {
+    "control: ordinary prose": "The release train leaves on Thursday and Ana reviews the notes. ",
+    "a weekday repeated": "Monday ",
+    "a day and month repeated": "on 5 May ",
+    "one long word": "a",
+    "capitalised names": "Alpha Beta ",
+    "change verbs": "move ",
+    "versions": "v1.2.3 ",
+    "quotes": '"x" ',
+    "one-line sentences": "Hi.\n",
+    "a dated decision repeated": "Ana said on Monday that Ben will move the Q4 freeze to December 7. ",
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args()
+    at = datetime(2026, 11, 20, 10, tzinfo=UTC)
+    rows = []
+    for name, unit in TEXTS.items():
+        text = (unit * (LIMIT // len(unit) + 1))[:LIMIT]
+        times = []
+        for _ in range(args.reps):
+            t = time.perf_counter()
+            weave_silks(text, occurred_at=at)
+            times.append(time.perf_counter() - t)
+        rows.append((name, statistics.median(times)))
+    base = rows[0][1]
+    print(f"{'20,000 characters of':<28}{'median ms':>11}{'x control':>11}")
+    for name, t in rows:
+        print(f"{name:<28}{t * 1000:>11.1f}{t / base:>11.1f}")
+
+
+if __name__ == "__main__":
+    main()
