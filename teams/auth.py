@@ -208,6 +208,13 @@ class NylonAuthentication(authentication.BaseAuthentication):
             actor = authenticate_key(raw)
             if actor is None:
                 raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
+            wanted = (request.headers.get("X-Nylon-Org") or "").strip()
+            if wanted and wanted != actor.org.slug:
+                # A key belongs to one org: the header naming another was ignored and the request
+                # served in the key's org, so a client believing it wrote to the other never knew.
+                raise exceptions.ValidationError({"X-Nylon-Org": [
+                    f"An API key acts in its own organisation ({actor.org.slug!r}); X-Nylon-Org chooses an "
+                    "organisation for console sessions only. Leave it out, or use a key of that organisation."]})
             request.actor, request.org = actor, actor.org
             return AgentPrincipal(actor.agent), actor
 

@@ -47,3 +47,15 @@ def test_other_requests_are_answered_as_before(world):
     c = APIClient()
     c.force_login(world["a"].member)
     assert c.get("/api/v1/org", HTTP_AUTHORIZATION="Basic YWxhZGRpbjpvcGVuc2VzYW1l").status_code == 200
+
+
+def test_an_agent_key_with_another_orgs_header_is_told_instead_of_served_in_its_own(world):
+    """X-Nylon-Org naming another org beside an agent key was ignored: the request was served in the
+    key's org, so a client that believed it wrote to the other org never knew."""
+    a, b = world["a"], world["b"]
+    r = _get(HTTP_AUTHORIZATION=f"Bearer {a.key}", HTTP_X_NYLON_ORG=b.org.slug)
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert "X-Nylon-Org" in err["fields"] and a.org.slug in err["fields"]["X-Nylon-Org"][0]
+    # its own org's slug is no contradiction
+    assert _get(HTTP_AUTHORIZATION=f"Bearer {a.key}", HTTP_X_NYLON_ORG=a.org.slug).status_code == 200
