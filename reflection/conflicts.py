@@ -2,7 +2,9 @@
 
 Detection (a Celery task after the weave commits): candidates are the 4 nearest nodes of the same
 owner and kind (pgvector ``<=>``) and the 4 nearest of the same kind that other writers share with
-the new node (team memory is where agents disagree; see ``_shared_audience`` for who shares what), of
+the new node (team memory is where agents disagree; see ``_shared_audience`` for who shares what),
+and, in each of those two, up to 4 more that name the new node's entities (``_named_terms``: many
+statements that embed alike leave the one about the same thing outside the 4 nearest), of
 the same speaker when either speaks of itself ("I", "my"); the rules (negation flip; a different
 number, date or place for the same statement) decide when no LLM is configured, and an LLM judge
 decides when one is (called outside any transaction; if it fails the rule verdict stands and the
@@ -27,7 +29,7 @@ from assets import audit
 from assets.access import access_node, node_writable
 from memory.engine.weave import EDGE_WEIGHTS
 from memory.models import Edge, EdgeKind, Followup, Node, Visibility
-from memory.nearest import nearest_sql, vector_literal
+from memory.nearest import nearest_and_named_sql, nearest_sql, vector_literal
 from memory.selectors import visible_nodes
 from nylon_project import events
 from teams.models import Organization
@@ -38,6 +40,11 @@ from .models import Conflict
 log = logging.getLogger("nylon.reflection")
 
 CANDIDATES = 4
+# Beside the nearest, per budget: the nodes of the same window naming the new node's entities
+# (``_named_terms``), most of them first. Twelve "retention period for dataset D<i>" lines embed
+# alike, so the 4 nearest of D5's new value were other datasets' lines and its old value was missed.
+NAMED_CANDIDATES = 4
+NAMED_TERMS = 8  # the first entities of a node that make its query (a long text names many)
 LLM_MIN_COSINE = 0.7
 MAX_JUDGE_CALLS = 32  # per task: a bulk import must not turn into thousands of LLM calls
 
@@ -112,17 +119,40 @@ def _index_scans_only(cur):
 PROBES_PER_STATEMENT = 25  # nodes whose probes share one statement (a bulk chunk's check has hundreds)
 
 
+def _named_terms(node: Node) -> str | None:
+    """The node's entities as a ``websearch_to_tsquery`` text (``'"D5" or "Bank of America"'``),
+    or None when it names nothing: the terms that tell one of many alike statements from the
+    others, where its common words ("retention", "period", "days") are shared by all of them.
+    A name that is the node's speaker is left out: ``search`` holds each row's speaker too, so it
+    would match every line that speaker wrote."""
+    speaker = set(node.speaker.lower().split())
+    names = [e.replace('"', " ").strip() for e in node.entities or ()]
+    names = [e for e in names if e and not set(e.lower().split()) <= speaker][:NAMED_TERMS]
+    return " or ".join(f'"{e}"' for e in names) or None
+
+
 def _probes(node: Node, i: int) -> tuple[list[str], dict]:
     """The node's two nearest-neighbour probes (its owner's, its shared audience's) as SELECTs of
-    ``(node id, budget, candidate id, sim)``, with parameters named for the node."""
+    ``(node id, budget, candidate id, sim, ord)``, with parameters named for the node. A node that
+    names entities gets them with its named candidates (``nearest_and_named_sql``), read from the
+    same window, as budgets 2 (its owner's) and 3 (its shared audience's), ``ord`` their rank."""
     owner_sql, owner_id = (("owner_agent_id", node.owner_agent_id) if node.owner_agent_id
                            else ("owner_user_id", node.owner_user_id))
     alike = f"""m.kind = %(kind{i})s AND m.id <> %(id{i})s AND m.deleted_at IS NULL AND m.valid_to IS NULL
                 AND m.embedding IS NOT NULL"""
     params = {f"id{i}": node.id, f"kind{i}": node.kind, f"owner{i}": owner_id, f"team{i}": node.team_id,
               f"vec{i}": vector_literal(node.embedding)}
-    probes = [nearest_sql(where=f"m.org_id = %(org)s AND {alike} AND m.{owner_sql} = %(owner{i})s",
-                          query=f"%(vec{i})s::vector", limit="%(limit)s")]
+    terms = _named_terms(node)
+
+    def probe(**kw) -> str:
+        if terms is None:
+            return nearest_sql(**kw)
+        return nearest_and_named_sql(**kw, terms=f"%(terms{i})s", named_limit="%(named)s")
+
+    if terms is not None:
+        params[f"terms{i}"] = terms
+    probes = [probe(where=f"m.org_id = %(org)s AND {alike} AND m.{owner_sql} = %(owner{i})s",
+                    query=f"%(vec{i})s::vector", limit="%(limit)s")]
     shared = _shared_audience(node)
     if shared is not None:
         # "org_id + 0": no btree serves the org here, so the approximate part walks the HNSW index
@@ -130,17 +160,23 @@ def _probes(node: Node, i: int) -> tuple[list[str], dict]:
         # recent rows from the floor up. IS DISTINCT FROM: a user-owned node has a NULL
         # owner_agent_id, and "NULL <> x" drops it.
         audience = shared.replace("%(team)s", f"%(team{i})s")
-        probes.append(nearest_sql(
+        probes.append(probe(
             where=f"(m.org_id + 0) = %(org)s AND {alike} AND m.{owner_sql} IS DISTINCT FROM %(owner{i})s AND {audience}",
             query=f"%(vec{i})s::vector", limit="%(limit)s", window_where="m.org_id = %(org)s AND m.id >= %(floor)s"))
-    return [f"SELECT %(id{i})s::bigint, {budget}, p.id, p.sim FROM ({sql}) p" for budget, sql in enumerate(probes)], params
+    if terms is None:
+        return [f"SELECT %(id{i})s::bigint, {budget}, p.id, p.sim, 0 FROM ({sql}) p"
+                for budget, sql in enumerate(probes)], params
+    return [f"SELECT %(id{i})s::bigint, {budget} + 2 * p.named::int, p.id, p.sim, p.ord FROM ({sql}) p"
+            for budget, sql in enumerate(probes)], params
 
 
 def _candidates_of(nodes: list[Node]) -> dict[int, list[tuple[Node, float]]]:
     """The nearest nodes of the same kind for each of ``nodes``: ``CANDIDATES`` of the node's owner
     (any visibility: the owner reads them all) and ``CANDIDATES`` of other writers sharing an
     audience with it (``_shared_audience``). Two budgets, so the owner's own near-duplicates cannot
-    push another agent's contradicting statement out of the check (and the other way round).
+    push another agent's contradicting statement out of the check (and the other way round). After
+    each, up to ``NAMED_CANDIDATES`` of the same rows not already taken that name the node's
+    entities, most of them first (``_named_terms``; none for a node naming nothing).
     Questions are no candidates (they assert nothing), and a day of "Standup N: what's everyone
     on?" lies nearest to every standup line: twice the budget is read so they do not take the
     places of statements.
@@ -150,30 +186,33 @@ def _candidates_of(nodes: list[Node]) -> dict[int, list[tuple[Node, float]]]:
     20,000 most recent index entries. Each probe keeps its own vector as a constant: a LATERAL
     probe (the vector a column of the outer row) never gets the HNSW index, and Postgres answered
     its approximate part by reading every row of the org that passed the filter."""
-    found: dict[int, list[list[tuple[int, float]]]] = {n.id: [[], []] for n in nodes}
+    found: dict[int, list[list[tuple[int, float, int]]]] = {n.id: [[], [], [], []] for n in nodes}
     with transaction.atomic(), connection.cursor() as cur, _index_scans_only(cur):
         floor = _recent_floor(cur, nodes[0].org_id) if any(_shared_audience(n) for n in nodes) else 0
         for start in range(0, len(nodes), PROBES_PER_STATEMENT):
-            selects, params = [], {"org": nodes[0].org_id, "floor": floor, "limit": 2 * CANDIDATES}
+            selects, params = [], {"org": nodes[0].org_id, "floor": floor, "limit": 2 * CANDIDATES,
+                                   "named": 2 * NAMED_CANDIDATES}
             for i, node in enumerate(nodes[start:start + PROBES_PER_STATEMENT]):
                 sql, p = _probes(node, i)
                 selects += sql
                 params.update(p)
             cur.execute("\nUNION ALL\n".join(f"({sql})" for sql in selects), params)
-            for nid, budget, cid, sim in cur.fetchall():
-                found[nid][budget].append((cid, sim))
+            for nid, budget, cid, sim, order in cur.fetchall():
+                found[nid][budget].append((cid, sim, order))
     # Only what the rules and the judge read: a vector is 384 floats to parse per candidate.
-    wanted = {cid for budgets in found.values() for budget in budgets for cid, _ in budget}
+    wanted = {cid for budgets in found.values() for budget in budgets for cid, _, _ in budget}
     others = Node.objects.defer("embedding").in_bulk(wanted)
     out: dict[int, list[tuple[Node, float]]] = {}
     for nid, budgets in found.items():
         out[nid] = []
-        for budget in budgets:
-            # nearest first, ties by id: the order each probe's own query gave
-            kept = [(others[cid], sim) for cid, sim in sorted(budget, key=lambda cs: (-cs[1], cs[0]))
-                    if cid in others and not heuristics.asks_only(others[cid].text)
+        for budget, rows in enumerate(budgets):
+            # the order each probe's own query gave: nearest first (named: most of the names
+            # first), ties by id
+            taken = {o.id for o, _ in out[nid]}
+            kept = [(others[cid], sim) for cid, sim, _ in sorted(rows, key=lambda r: (r[2], -r[1], r[0]))
+                    if cid in others and cid not in taken and not heuristics.asks_only(others[cid].text)
                     and not _model_answer(others[cid])]
-            out[nid] += kept[:CANDIDATES]
+            out[nid] += kept[:CANDIDATES if budget < 2 else NAMED_CANDIDATES]
     return out
 
 
