@@ -18,14 +18,20 @@ class StrictSerializer(serializers.Serializer):
 
     def to_internal_value(self, data):
         if isinstance(data, dict):
-            unknown = set(data) - set(self.fields)
-            if unknown:
-                raise serializers.ValidationError({name: ["Unknown field."] for name in sorted(unknown)})
+            errors: dict[str, list] = {name: ["Unknown field."] for name in sorted(set(data) - set(self.fields))}
             if isinstance(data, JsonObject):
-                wrong = {name: [f"Expected {_json_type(field)}."] for name, field in self.fields.items()
-                         if name in data and not _json_type_ok(field, data[name])}
-                if wrong:
-                    raise serializers.ValidationError(wrong)
+                errors |= {name: [f"Expected {_json_type(field)}."] for name, field in self.fields.items()
+                           if name in data and not _json_type_ok(field, data[name])}
+            if errors:
+                # The other fields' errors too ({"txt": …} said only "txt: Unknown field.", not that
+                # "text" is required), read without the fields already refused.
+                rest = {k: v for k, v in data.items() if k not in errors}
+                try:
+                    super().to_internal_value(rest)
+                except serializers.ValidationError as exc:
+                    if isinstance(exc.detail, dict):
+                        errors = {**exc.detail, **errors}
+                raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
 
 
