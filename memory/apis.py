@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import io
+from datetime import timedelta
 
 from django.http import Http404
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError
@@ -31,10 +33,24 @@ from .models import NodeKind, Visibility
 WRITE_VISIBILITIES = [Visibility.PRIVATE, Visibility.TEAM, Visibility.ORG, Visibility.RESTRICTED]
 
 
+class OccurredAtField(serializers.DateTimeField):
+    """When a turn happened: not later than a day from now. A week ahead was stored and shown as
+    the memory's time (a client's clock or zone wrong, most likely); a day covers zones and skew."""
+
+    def to_internal_value(self, value):
+        when = super().to_internal_value(value)
+        if when > timezone.now() + FUTURE_SKEW:
+            raise serializers.ValidationError("Is in the future: when the turn happened, at most a day from now.")
+        return when
+
+
+FUTURE_SKEW = timedelta(days=1)
+
+
 class TurnInput(StrictSerializer):
     text = serializers.CharField(max_length=services.MAX_TEXT_CHARS, trim_whitespace=False)
     speaker = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    occurred_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    occurred_at = OccurredAtField(required=False, allow_null=True, default=None)
     event_id = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     caption = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
     metadata = serializers.DictField(required=False, default=dict)
