@@ -435,9 +435,16 @@ def _identifiers(text: str) -> tuple[str, frozenset[str]]:
     return "".join(chars), frozenset(name for _, _, name in found)
 
 
+# A name a statement speaks of: capitalised, or letters and digits ("Terraform", "Google Meet", "eu-west-1").
+_OLD = r"(?:the\s+|our\s+|their\s+|its\s+)?(?P<x>[A-Z][\w.+#-]*(?:\s+[A-Z][\w.+#-]*)?|[a-z]+\d[\w.-]*)"
+# "We deploy the frontend with Vercel, not Netlify": a contrast names what is not used; it does not deny
+# the statement, whose "not" would make it a negation (and no other rule reads a negated statement).
+_CONTRAST = re.compile(rf"(?P<lead>,\s*)(?i:not)(?P<rest>\s+{_OLD})(?=\s*(?:[.!;,]|$))")
+
+
 def statement(text: str, entities: list[str] | tuple[str, ...] = ()) -> Statement:
     text, named = _identifiers(text.replace("’", "'"))
-    low = text.lower()
+    low = _CONTRAST.sub(lambda m: m["lead"] + m["rest"], text).lower()
     for pat, rep in _CONTRACTIONS:
         low = re.sub(pat, rep, low)
     low = re.sub(r"n't\b", " not", low)
@@ -820,9 +827,12 @@ _VALUE_CHANGE = re.compile(
     re.I)
 _NOT_THING = _NOT_SUBJECT | _STATE_WORDS | {"correction", "actually", "update", "note", "fyi", "new", "current",
                                             "currently", "officially", "again", "been", "get", "got", "gets"}
-# A change someone only proposes, considers or saw refused changes nothing yet.
+# A change someone only proposes, considers, decided against or saw refused changes nothing yet
+# ("We decided against replacing Okta", "held off on migrating", "no plans to drop Sentry").
 _NOT_DONE = re.compile(r"\b(?:rejected|declined|vetoed|proposed?|proposal|suggest(?:s|ed)?|might|maybe|could|would|"
-                       r"consider(?:s|ed|ing)?|if|whether|unless|plan(?:s|ned)?\s+to|want(?:s|ed)?\s+to)\b", re.I)
+                       r"consider(?:s|ed|ing)?|if|whether|unless|plan(?:s|ned)?\s+to|want(?:s|ed)?\s+to|"
+                       r"decid(?:e|es|ed|ing)\s+against|h(?:o|e)ld(?:s|ing)?\s+off|no\s+plans?\s+to|won['\u2019]?t|"
+                       r"will\s+not)\b", re.I)
 _Y_TOKEN = re.compile(r"[a-z0-9$\u20ac\u00a3][\w.,:%$\u20ac\u00a3'-]*", re.I)
 # Words that may stand between a thing and its value ("the budget for Q1 is 40k", "locker code: 4417").
 _LINK_WORDS = frozenset({"is", "are", "was", "were", "be", "now", "currently", "still", "at", "of", "in", "for", "the",
@@ -876,7 +886,7 @@ def _changed_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str 
     for x_text, y_text, x, y in ((a_text, b_text, a, b), (b_text, a_text, b, a)):
         rest = _LEAD_IN.sub("", x_text, count=1)
         change = _VALUE_CHANGE.search(rest)
-        if change is None or _NOT_DONE.search(rest):
+        if change is None or _NOT_DONE.search(rest) or _PUT_OFF.search(rest):
             continue
         thing = frozenset((statement(rest[:change.start()]).core | statement(change["obj"] or "").core)
                           - _NOT_THING)
@@ -899,29 +909,68 @@ def _changed_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str 
 # "We're dropping PostgreSQL for the ledger and going with CockroachDB instead", "switched the event bus
 # from Kafka to NATS", "replaced Okta with Auth0", "GCP rather than AWS", "Pulumi from now on, not
 # Terraform", "LaunchDarkly is gone", "Dev took over the roadmap from Chen": one side names the value it
-# gives up (a name: capitalised, or letters and digits), which the other states.
-_OLD = r"(?:the\s+|our\s+|their\s+|its\s+)?(?P<x>[A-Z][\w.+#-]*(?:\s+[A-Z][\w.+#-]*)?|[a-z]+\d[\w.-]*)"
-_GIVES_UP = tuple(re.compile(p) for p in (
-    rf"(?i:\bfrom)\s+{_OLD}\s+(?i:to|onto)\b",
+# gives up (a name: capitalised, or letters and digits, ``_OLD``), which the other states.
+# "From X to Y" gives X up only after a verb of changing: without one it is a flow, a copy or a trip
+# ("streams events from Kafka to Snowflake", "replicated from Frankfurt to Dublin", "the flight from
+# Berlin to Lisbon").
+_CHANGE_VERB = (r"switch(?:es|ed|ing)?|migrat(?:e|es|ed|ing|ion)|mov(?:e|es|ed|ing)|chang(?:e|es|ed|ing)|"
+                r"shift(?:s|ed|ing)?|port(?:s|ed|ing)?|transition(?:s|ed|ing)?|relocat(?:e|es|ed|ing)|"
+                r"go|goes|going|went|gone|upgrad(?:e|es|ed|ing)|downgrad(?:e|es|ed|ing)")
+_FROM_TO = re.compile(rf"(?i:\b(?:{_CHANGE_VERB})\b(?:\s+(?!from\b)[\w'.-]+){{0,6}}?\s+from)\s+{_OLD}\s+(?i:to|onto)\b")
+_GIVES_UP = (_FROM_TO, *(re.compile(p) for p in (
     r"(?i:\b(?:replac(?:e|ed|es|ing)|swap(?:s|ped|ping)?|ditch(?:es|ed|ing)?|drop(?:s|ped|ping)?|abandon(?:s|ed|ing)?|"
     rf"retir(?:e|es|ed|ing)|deprecat(?:e|es|ed|ing)|sunset(?:s|ting)?|get(?:ting)?\s+rid\s+of|got\s+rid\s+of))\s+{_OLD}",
     rf"(?i:\b(?:instead\s+of|rather\s+than|in\s+place\s+of))\s+{_OLD}",
-    rf",\s*(?i:not)\s+{_OLD}\s*[.!]?$",
+    _CONTRAST.pattern,
     rf"(?i:\b(?:mov|migrat|switch)\w*\b[^.;]*?\b(?:off|away\s+from))\s+{_OLD}",
     rf"{_OLD}\s+(?i:is|are|was|were|has\s+been|have\s+been)\s+(?i:gone|retired|deprecated|dropped|removed|replaced)\b",
     rf"(?i:\b(?:took|take|takes|taking|taken)\s+over\b[^.;]*?\bfrom)\s+{_OLD}",
-))
+)))
+# A flow that runs again and again ("moves old logs from Elasticsearch to S3 every night") changes nothing.
+_RECURRING_FLOW = re.compile(r"\b(?:nightly|hourly|daily|weekly|monthly|continuously|every|each)\b", re.I)
+# A version after the name is part of it: "We dropped Safari 14" gives up Safari 14, not Safari 15.
+_NAME_VERSION = re.compile(r"\s+v?(\d+(?:\.\d+)*)\b(?!\.\d)")
+# What may follow a name given up: a preposition, a conjunction, a verb, a time word. Any other
+# lower-case word is a noun the name only qualifies: "replaced the SSL certificate", "dropped the
+# Postgres index", "retired the Jenkins agents" give up a part of the thing, not the thing.
+_AFTER_NAME_OK = frozenset({
+    "to", "onto", "into", "for", "with", "by", "via", "in", "on", "at", "from", "as", "of", "off", "out", "over",
+    "across", "through", "and", "or", "but", "nor", "so", "because", "since", "after", "before", "until", "once",
+    "last", "this", "next", "yesterday", "today", "tonight", "tomorrow", "now", "too", "already", "altogether",
+    "everywhere", "instead", "earlier", "later", "soon", "again", "then", "when", "while", "where", "which", "that",
+    "is", "are", "was", "were", "has", "have", "had", "will", "would", "the", "a", "an", "our", "their", "its", "we",
+    "they", "it", "in favor", "in favour"})
+# Nouns too general to say two statements speak of one thing: "the mobile team" and "the web team".
+_GENERIC = frozenset({"team", "people", "person", "folk", "group", "thing", "stuff", "everyone", "everybody",
+                      "company", "org", "side", "lot", "one", "way", "guy", "someone", "anyone"})
 # Words of the giving up, not of the thing given up or kept.
 _GIVE_UP_WORDS = frozenset({"drop", "dropping", "dropped", "replace", "replaced", "replacing", "switch", "switched",
                             "switching", "migrate", "migrating", "go", "going", "gone", "instead", "rather", "than",
                             "place", "off", "onto", "away", "new", "old", "take", "took", "taken", "taking", "over",
                             "ditch", "ditched", "swap", "swapped", "retired", "deprecated", "removed", "re", "ll",
                             "ve", "s", "d", "m", "t", "with", "as", "by", "via", "through"})
+# ... and a change put off is not made yet. Not in _NOT_DONE: a date postponed is a date moved.
+_PUT_OFF = re.compile(r"\b(?:postpon(?:e|ed|es|ing)|put\s+off|defer(?:s|red|ring)?)\b", re.I)
 
 
-def _given_up(text: str) -> set[str]:
-    # a name's own dots stay ("Node.js", "v2.1"); a sentence's full stop after it does not
-    return {m["x"].lower().rstrip(".-") for p in _GIVES_UP for m in p.finditer(text)} - _DAY_WORDS - _MONTH_WORDS
+def _given_up(text: str) -> set[tuple[str, str]]:
+    """The names the text gives up, each with the version written after it ("" when none)."""
+    out: set[tuple[str, str]] = set()
+    for p in _GIVES_UP:
+        for m in p.finditer(text):
+            if p is _FROM_TO and _RECURRING_FLOW.search(text):
+                continue
+            # a name's own dots stay ("Node.js", "v2.1"); a sentence's full stop after it does not
+            name, after = m["x"].rstrip(".-"), text[m.start("x") + len(m["x"].rstrip(".-")):]
+            version = _NAME_VERSION.match(after)
+            if version:
+                after = after[version.end():]
+            noun = re.match(r"(?:['\u2019]s\b|\s+(?P<w>[a-z][\w'-]*))", after)
+            if noun and (noun["w"] is None or (noun["w"] not in _AFTER_NAME_OK and not noun["w"].endswith("ly"))):
+                continue
+            if name.lower() not in _DAY_WORDS | _MONTH_WORDS:
+                out.add((name.lower(), version[1] if version else ""))
+    return out
 
 
 def _thing_words(text: str) -> frozenset[str]:
@@ -931,24 +980,51 @@ def _thing_words(text: str) -> frozenset[str]:
                      and w not in _NEG and w not in _NOT_SUBJECT and w not in _GIVE_UP_WORDS and w not in _DAY_WORDS)
 
 
+def _qualified(text: str, name: str) -> str:
+    """The noun a name qualifies in the text ("the Kafka upgrade" → upgrade), "" when none."""
+    m = re.search(rf"(?<![\w-]){re.escape(name)}\s+([a-z][\w'-]*)", text, re.I)
+    if m is None or not m[1][0].islower() or m[1] in _AFTER_NAME_OK or m[1].endswith("ly"):
+        return ""
+    return _lemma(m[1])
+
+
+def _other_names(x_text: str, y_text: str, x: Statement, y: Statement) -> frozenset[str]:
+    """The names two statements share that are no word of what both speak of: a name each uses for
+    another thing ("the Kafka upgrade" vs "the Kafka cluster"). A capital that only opens a sentence
+    is no name ("Infrastructure is managed with ..."), and a name of the same thing on both sides
+    ("for the CLI" vs "The CLI runs on ...") stays a shared word."""
+    out = set()
+    for name in x.places & y.places:
+        heads = {_qualified(x_text, name), _qualified(y_text, name)}
+        if "" not in heads and len(heads) == 2:
+            out.add(name)
+    return frozenset(out)
+
+
 def _gave_up(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
     """One side gives up a value the other states, of a thing both name ("... dropping PostgreSQL for
     the ledger ..." vs "For the new ledger database we'll go with PostgreSQL 15"): a word beside the
-    name is shared (the ledger, the event bus, the admin console). Not when both give it up, nor when
-    the giving up is only proposed or weighed, nor when the other side denies it."""
+    name is shared (the ledger, the event bus, the admin console) — not a name each uses of another
+    thing ("the Kafka upgrade" vs "the Kafka cluster") nor a generic noun ("team"). Not when both
+    give it up, nor when the giving up is only proposed, weighed, decided against or put off, nor
+    when the other side denies it."""
     for x_text, y_text, x, y in ((a_text, b_text, a, b), (b_text, a_text, b, a)):
-        if x.negated or y.negated or _NOT_DONE.search(x_text):
+        if x.negated or y.negated or _NOT_DONE.search(x_text) or _PUT_OFF.search(x_text):
             continue
-        y_low, y_gives_up = y_text.lower(), " ".join(_given_up(y_text)).split()
-        for old in sorted(_given_up(x_text)):
+        y_low = y_text.lower()
+        y_gives_up = {w for name, _ in _given_up(y_text) for w in name.split()}
+        names = _other_names(x_text, y_text, x, y)
+        for old, version in sorted(_given_up(x_text)):
             # a name the other side states (one of its entities, or letters and digits), and does not give up
             named = set(old.split()) <= y.places or (re.search(r"\d", old) and old in y.idents)
-            if not named or set(old.split()) & set(y_gives_up):
+            if not named or set(old.split()) & y_gives_up:
                 continue
-            if not re.search(rf"(?<![\w-]){re.escape(old)}(?![\w-])", y_low):
+            # ... as written, with the same version when one is given up
+            said = re.escape(old) + (rf"\s+v?{re.escape(version)}(?!\w|\.\d)" if version else r"(?![\w-])")
+            if not re.search(rf"(?<![\w-]){said}", y_low):
                 continue
-            if (_thing_words(x_text) & _thing_words(y_text)) - set(old.split()):
-                return f"replaced: the other statement gives up {old}"
+            if (_thing_words(x_text) & _thing_words(y_text)) - set(old.split()) - names - _GENERIC:
+                return f"replaced: the other statement gives up {' '.join((old, version)).strip()}"
     return None
 
 

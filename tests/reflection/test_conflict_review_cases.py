@@ -94,3 +94,81 @@ def test_a_date_for_a_narrower_scope_is_no_reschedule(a, b):
 ])
 def test_a_date_given_now_still_reschedules(a, b):
     _both_conflict(a, b, ("rescheduled: ", "different number or date"))
+
+
+# ------------------------------------------------------------------ 2. giving a value up
+@pytest.mark.parametrize("a,b", [
+    # from the review: "from X to Y" without a change verb is a flow, a copy, a trip
+    ("The ingest pipeline streams events from Kafka to Snowflake", "The ingest pipeline reads events from Kafka"),
+    ("Customer data is replicated from Frankfurt to Dublin nightly", "Customer data is stored in Frankfurt"),
+    ("The nightly job copies backups from S3 to Glacier", "Backups are written to S3"),
+    ("The flight from Berlin to Lisbon for the offsite is booked", "The offsite is in Berlin"),
+    # ours
+    ("Invoices are synced from Xero to Salesforce every hour.", "Invoices are created in Xero."),
+    ("The sales dashboard pulls pipeline data from HubSpot to Looker.", "Pipeline data for the sales dashboard lives in HubSpot."),
+    # a change verb, but of a recurring flow ("every night"), not of a decision
+    ("The archiver moves old logs from Elasticsearch to S3 every night.", "Application logs are kept in Elasticsearch."),
+])
+def test_from_x_to_y_without_a_change_is_no_giving_up(a, b):
+    _both_none(a, b)
+
+
+@pytest.mark.parametrize("a,b", [
+    # from the review: the verb's object is a part of the named thing, not the thing
+    ("We replaced the SSL certificate on the API gateway", "The API gateway terminates SSL"),
+    ("We dropped the Postgres index on orders.created_at", "The orders table lives in Postgres"),
+    ("Ana retired the Jenkins agents on the old VMs", "Nightly builds run on Jenkins agents"),
+    # a version goes with the name
+    ("We dropped Safari 14 support", "The web app is tested on Safari 15"),
+    # ours
+    ("We replaced the Stripe webhook handler for billing.", "Billing runs on Stripe."),
+    ("Ops deprecated the Grafana dashboards for the legacy cluster.", "The legacy cluster is monitored with Grafana."),
+    ("We dropped the Redis cache for the search page.", "Search page sessions are stored in Redis."),
+    ("We dropped Node 16 support for the CLI.", "The CLI runs on Node 20."),
+    ("We dropped Node 16 for the CLI.", "The CLI runs on Node 20."),
+])
+def test_a_part_or_another_version_of_the_name_is_no_giving_up(a, b):
+    _both_none(a, b)
+
+
+@pytest.mark.parametrize("a,b", [
+    # from the review: a shared generic noun or another name is no shared subject
+    ("The mobile team uses Figma rather than Sketch", "The web team designs in Sketch"),
+    ("Ben took over the Kafka upgrade from Ana", "Ana owns the Kafka cluster"),
+    # ours
+    ("The design team switched from Jira to Linear.", "The support team tracks tickets in Jira."),
+    ("Priya took over the Snowflake migration from Tom.", "Tom maintains the Snowflake warehouse."),
+    ("The growth people use Amplitude instead of Mixpanel.", "The finance people get their reports from Mixpanel."),
+])
+def test_a_generic_word_or_another_name_is_no_shared_subject(a, b):
+    _both_none(a, b)
+
+
+@pytest.mark.parametrize("a,b", [
+    # from the review: a change decided against, held off or put off gives nothing up
+    ("We decided against replacing Okta for SSO", "SSO is handled by Okta"),
+    # ours
+    ("We held off on migrating the wiki off Confluence.", "The wiki lives in Confluence."),
+    ("We postponed switching the CRM from HubSpot to Salesforce.", "Our CRM is HubSpot."),
+    ("There are no plans to drop Sentry for error tracking.", "Error tracking goes to Sentry."),
+    ("We will not replace Datadog for metrics this year.", "Metrics are collected in Datadog."),
+    ("We won't move the docs off GitBook.", "The docs are hosted on GitBook."),
+])
+def test_a_change_not_made_gives_nothing_up(a, b):
+    _both_none(a, b)
+
+
+@pytest.mark.parametrize("a,b", [
+    # from the review: ", not X" gives X up
+    ("Infrastructure is managed with Pulumi from now on, not Terraform", "Infrastructure is managed with Terraform"),
+    ("We deploy the frontend with Vercel, not Netlify", "Frontend deploys go through Netlify"),
+    # ours
+    ("Design files live in Figma, not Sketch.", "Design files live in Sketch."),
+    ("We migrated the docs site from GitBook to Docusaurus.", "The docs site is built with GitBook."),
+    ("The support inbox moved from Zendesk to Intercom.", "The support inbox runs on Zendesk."),
+    ("We replaced Jenkins with Buildkite for the mobile builds.", "The mobile builds run on Jenkins."),
+    ("We went from Segment to RudderStack for analytics events.", "Analytics events are sent to Segment."),
+    ("We dropped Node 16 for the CLI.", "The CLI runs on Node 16."),
+])
+def test_a_value_given_up_still_contradicts_the_statement_of_it(a, b):
+    _both_conflict(a, b, "replaced: ")
