@@ -60,10 +60,31 @@ class Bundle:
         return (len(self.text) + 3) // 4
 
 
+# The most of the user's turn the automatic recall searches with: its end, where a question after
+# a long paste (a log, a document) is. The recall's cost grows with the query (its embedding above
+# all, and the parsing of its times and names), and the proxy's builds run on: one given up at the
+# budget keeps its thread and its build slot until it finishes.
+MAX_QUERY_CHARS = 1000
+
+
+def recall_query(text: str) -> str:
+    """The last ``MAX_QUERY_CHARS`` characters of ``text``, starting at a word (a cut word would be
+    a token matching nothing); the whole text when it is that short."""
+    if len(text) <= MAX_QUERY_CHARS:
+        return text
+    tail = text[-MAX_QUERY_CHARS:]
+    if not text[-MAX_QUERY_CHARS - 1].isspace():
+        first_space = next((i for i, c in enumerate(tail) if c.isspace()), -1)
+        if 0 <= first_space < 100:  # else one long word (a URL, base64): keep its end as is
+            tail = tail[first_space:]
+    return tail.lstrip()
+
+
 def build_bundle(*, actor: Actor, query: str, tools: bool = True) -> Bundle:
     """The agent context (assets.context: guide, persona, scenario index, then recall for the last
-    user message). Runs in a worker thread under the proxy's time budget. Recall here is automatic,
-    not a deliberate look-up, so it does not reinforce the recalled memories.
+    user message, of which ``recall_query`` keeps the end). Runs in a worker thread under the
+    proxy's time budget. Recall here is automatic, not a deliberate look-up, so it does not
+    reinforce the recalled memories.
 
     ``tools``: whether the memory tools go with this request. Without them the guide (which tells
     the model to call memory_resonate/memory_get/memory_weave, at most 3 times) is left out, and
@@ -71,8 +92,8 @@ def build_bundle(*, actor: Actor, query: str, tools: bool = True) -> Bundle:
     does not have calls them anyway, and nothing would answer."""
     from assets.context import build_context
 
-    ctx = build_context(actor=actor, query=query[:4000], k=settings.NYLON_PROXY_HITS_K, budget=recall_budget(),
-                        reinforce=False)
+    ctx = build_context(actor=actor, query=recall_query(query), k=settings.NYLON_PROXY_HITS_K,
+                        budget=recall_budget(), reinforce=False)
     if tools:
         return Bundle(stable=ctx.stable_text, volatile=ctx.dynamic_text, stable_hash=ctx.stable_hash)
     stable = without_tool_guide(ctx.stable_text, ctx.language, can_write=actor.can(Scope.WRITE))
