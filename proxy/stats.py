@@ -1,6 +1,8 @@
 """Per-agent proxy measurements in Redis (shared by every web process):
 
-- requests, injected / passed through unmodified,
+- requests, injected / passed through unmodified, and of those passed through, why the memory was
+  skipped: ``busy`` (no build slot free, none started), ``over_budget`` (the budget ran out: the
+  build given up at it, its thread running on, or none started with no time left),
 - tokens injected (approximate: characters / 4),
 - prefix stability: how often the stable prefix hash differed from the previous turn's,
 - proxy overhead (the time Nylon adds before the request leaves for the upstream): the last
@@ -33,8 +35,11 @@ def _key(org_id: int, agent_id: int, part: str) -> str:
     return f"{prefix}:proxy:{org_id}:{agent_id}:{part}"
 
 
+SKIP_REASONS = ("busy", "over_budget")
+
+
 def record(*, org_id: int, agent_id: int, injected: bool, tokens: int, stable_hash: str | None,
-           overhead_ms: float) -> None:
+           overhead_ms: float, skipped: str | None = None) -> None:
     try:
         r = _redis()
         counts = _key(org_id, agent_id, "counts")
@@ -43,6 +48,8 @@ def record(*, org_id: int, agent_id: int, injected: bool, tokens: int, stable_ha
         pipe.hincrby(counts, "requests", 1)
         pipe.hincrby(counts, "injected" if injected else "passthrough", 1)
         pipe.hincrby(counts, "tokens_injected", tokens)
+        if skipped in SKIP_REASONS:
+            pipe.hincrby(counts, f"skipped_{skipped}", 1)
         if stable_hash and previous is not None:
             pipe.hincrby(counts, "prefix_compared", 1)
             if previous.decode() != stable_hash:
@@ -78,6 +85,7 @@ def read(org_id: int, agent_id: int) -> dict:
         "requests": requests,
         "injected": injected,
         "passthrough": raw.get("passthrough", 0),
+        "memory_skipped": {reason: raw.get(f"skipped_{reason}", 0) for reason in SKIP_REASONS},
         "tokens_injected": {"total": raw.get("tokens_injected", 0),
                             "per_injected_request": round(raw.get("tokens_injected", 0) / injected, 1)
                             if injected else 0},

@@ -6,7 +6,8 @@ however slow or failing Nylon is, is a 503 and nothing goes upstream), then buil
 bundle inside a time budget (``NYLON_PROXY_BUDGET_MS``); on success the body is rewritten (system
 prompt only, plus a memory tool when the caller offered tools) and the answer carries
 ``X-Nylon-Memory: injected``. If the context is slow or failing, the caller's bytes go upstream
-untouched with ``X-Nylon-Memory: none``.
+untouched with ``X-Nylon-Memory: none`` (``none; reason=busy`` when no build slot was free).
+Key checks and builds run on pools of their own, so no key check waits behind a build.
 The caller's upstream credentials (``Authorization``, ``x-api-key``...) are passed through and are
 neither stored nor logged; the Nylon key never leaves for the upstream. After the answer, the user
 turn and the answer are written back off the request path (``writeback.enqueue``)."""
@@ -31,6 +32,7 @@ from nylon_project.request_context import current_request_id, reset_request_id, 
 
 from . import stats, writeback
 from .bundle import PROTOCOLS, Bundle, build_bundle, offered_tools, run_tool
+from .slots import BuildSlots
 
 log = logging.getLogger("nylon.proxy")
 
@@ -57,7 +59,30 @@ WRITEBACK_SKIPPED = "skipped; reason=read-only-key"
 AUTH_TIMEOUT_SECS = 5.0
 AUTH_RETRY_AFTER_SECS = 1
 
+# Three thread pools, so that no request waits behind work of another kind. A thread cannot be
+# interrupted: a call given up at its timeout (``asyncio.wait_for``) keeps its thread until it ends.
+# Key checks shared one pool with the bundle builds, and one org's requests whose builds were slow
+# (a long query to embed), each answered at the budget without memory, kept every thread busy: the
+# next key checks, any org's, queued behind them and were refused after AUTH_TIMEOUT_SECS.
+# - key checks: a pool of their own; a check is one indexed look-up and the rate limit's Redis call.
+# - bundle builds: at most BUILD_THREADS at once, BUILD_SLOTS_PER_ORG of them for one org
+#   (``_build_slots``); a request that finds no slot free skips its memory at once, it never
+#   queues a build. Below the database pool's 10 connections per process (NYLON_DB_POOL_MAX), so
+#   that running builds leave connections to the key checks.
+# - the rest: memory-tool calls (a request waits for them, with no budget) and what runs after the
+#   answer (stats, the write-back).
+AUTH_THREADS = 8
+BUILD_THREADS = 8
+BUILD_SLOTS_PER_ORG = 4
+_auth_executor = ThreadPoolExecutor(max_workers=AUTH_THREADS, thread_name_prefix="nylon-proxy-auth")
+_build_executor = ThreadPoolExecutor(max_workers=BUILD_THREADS, thread_name_prefix="nylon-proxy-build")
+_build_slots = BuildSlots(BUILD_THREADS, BUILD_SLOTS_PER_ORG)
 _executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="nylon-proxy")
+
+# Why a request went without memory, in its stats and (busy) in X-Nylon-Memory.
+SKIPPED_BUSY = "busy"  # no build slot free: no build started
+SKIPPED_OVER_BUDGET = "over_budget"  # the budget ran out: the build given up at it, or none started
+MEMORY_BUSY = "none; reason=busy"
 _clients: dict[int, httpx.AsyncClient] = {}
 
 
@@ -91,6 +116,10 @@ def _db_call(fn, /, *args, request_id: str | None = None, **kwargs):
 
 async def _in_thread(fn, /, *args, **kwargs):
     return await asyncio.get_running_loop().run_in_executor(_executor, _db_call(fn, *args, **kwargs))
+
+
+async def _in_auth_thread(fn, /, *args):
+    return await asyncio.get_running_loop().run_in_executor(_auth_executor, _db_call(fn, *args))
 
 
 def _background(fn, /, *args, request_id: str | None = None) -> None:
@@ -164,7 +193,7 @@ async def _check_key(raw_key: str):
     _AuthUnavailable (the check did not finish in ``AUTH_TIMEOUT_SECS`` or failed). Every route of
     the proxy goes through here, so none forwards a request whose key was not found valid."""
     try:
-        return await asyncio.wait_for(_in_thread(_authenticate, raw_key), AUTH_TIMEOUT_SECS)
+        return await asyncio.wait_for(_in_auth_thread(_authenticate, raw_key), AUTH_TIMEOUT_SECS)
     except (_AuthFailed, _RateLimited):
         raise
     except Exception as exc:
@@ -181,24 +210,55 @@ def _auth_unavailable(request) -> JsonResponse:
 
 
 async def _prepare(request, protocol, body: dict | None):
-    """(actor, bundle or None). The key check fails closed (``_check_key``'s exceptions); only the
-    context bundle fails open: built within what is left of the time budget, else None and the
-    request goes through without memory."""
+    """(actor, bundle or None, why there is none: ``_build``). The key check fails closed
+    (``_check_key``'s exceptions); only the context bundle fails open: built within what is left of
+    the time budget, else None and the request goes through without memory."""
     from teams.models import Scope
 
     deadline = time.monotonic() + settings.NYLON_PROXY_BUDGET_MS / 1000
     actor = await _check_key(request.headers.get("X-Nylon-Key", ""))
     if body is None or not actor.can(Scope.READ) or not isinstance(body.get("messages"), list):
-        return actor, None
-    query = protocol.last_user_text(body)
+        return actor, None, None
+    bundle, skipped = await _build(actor, protocol.last_user_text(body), _offer_tools(body),
+                                   deadline - time.monotonic())
+    return actor, bundle, skipped
+
+
+async def _build(actor, query: str, tools: bool, seconds: float) -> tuple[Bundle | None, str | None]:
+    """(the bundle, None), or (None, why): ``SKIPPED_BUSY`` (no build slot free to the org: none
+    started, nothing queued), ``SKIPPED_OVER_BUDGET`` (``seconds`` ran out: the build was given up
+    at the budget, or none was started with no time left), None (the build failed).
+
+    The slot is given back when the build ends, not when the request stops waiting for it: a build
+    given up at the budget goes on in its thread, and counts among the running ones until it is done."""
+    if seconds <= 0:
+        log.info("proxy: the key check took the memory budget: passing through without memory")
+        return None, SKIPPED_OVER_BUDGET
+    org_id = actor.org.id
+    if not _build_slots.try_acquire(org_id):
+        log.info("proxy: no build slot free for org %s: passing through without memory", org_id)
+        return None, SKIPPED_BUSY
     try:
-        bundle = await asyncio.wait_for(
-            _in_thread(build_bundle, actor=actor, query=query, tools=_offer_tools(body)),
-            max(deadline - time.monotonic(), 0))
+        future = _build_executor.submit(_db_call(build_bundle, actor=actor, query=query, tools=tools))
+    except BaseException:
+        _build_slots.release(org_id)
+        raise
+    # Run when the build ends (in its thread), or when it is cancelled before it started.
+    future.add_done_callback(lambda _f: _build_slots.release(org_id))
+    waited = asyncio.wrap_future(future)
+    try:
+        done, _ = await asyncio.wait([waited], timeout=seconds)
+    finally:
+        if not waited.done():  # given up (or the caller left): a running build runs on, in its slot
+            waited.cancel()
+    if not done:
+        log.warning("proxy: context not built in budget: passing through (its build runs on)")
+        return None, SKIPPED_OVER_BUDGET
+    try:
+        return waited.result(), None
     except Exception as exc:
-        log.warning("proxy: context not built in budget (%s): passing through", type(exc).__name__)
-        return actor, None
-    return actor, bundle
+        log.warning("proxy: context failed (%s): passing through", type(exc).__name__)
+        return None, None
 
 
 def _offer_tools(body: dict) -> bool:
@@ -268,7 +328,7 @@ async def _proxy(request, protocol_name: str):
     except ValueError:
         body = None
     try:
-        actor, bundle = await _prepare(request, protocol, body)
+        actor, bundle, skipped = await _prepare(request, protocol, body)
     except _AuthFailed:
         return _error(401, "authentication_failed", "Invalid or revoked Nylon key.", request)
     except _RateLimited as exc:
@@ -283,7 +343,8 @@ async def _proxy(request, protocol_name: str):
         sent_body = protocol.inject(body, bundle.text, tools=tools)
         payload, memory = json.dumps(sent_body).encode(), "injected"
     else:
-        sent_body, payload, memory = body, raw, "none"
+        sent_body, payload = body, raw
+        memory = MEMORY_BUSY if skipped == SKIPPED_BUSY else "none"
     # A read-only key's exchanges are not written back (writeback.write_back needs the write
     # scope). Said on the answer, as X-Nylon-Memory says what was injected: a 200 alone let the
     # caller believe its conversation was being remembered.
@@ -299,7 +360,8 @@ async def _proxy(request, protocol_name: str):
         """Off the request path: stats, then the write-back (of answered exchanges only)."""
         stats.record(org_id=actor.org.id, agent_id=actor.id, injected=bundle is not None,
                      tokens=bundle.approx_tokens if bundle else 0,
-                     stable_hash=bundle.stable_hash if bundle else None, overhead_ms=overhead_ms)
+                     stable_hash=bundle.stable_hash if bundle else None, overhead_ms=overhead_ms,
+                     skipped=skipped)
         user_text = protocol.new_user_turn(body) if body else ""
         if not ok or not writes_back or not (user_text or answer) or actor.key_id is None:
             return

@@ -41,6 +41,12 @@ def toy_answer(system: str, user: str) -> str:
     return f"Noted: {user.strip()}"
 
 
+class _Server(ThreadingHTTPServer):
+    # The listen backlog: socketserver's default of 5 reset connections of a burst of concurrent
+    # requests (the proxy's answer to them was a 502).
+    request_queue_size = 128
+
+
 class ScriptedUpstream:
     def __init__(self, chunk_delay: float = 0.05):
         self.requests: list[dict] = []
@@ -119,7 +125,7 @@ class ScriptedUpstream:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
