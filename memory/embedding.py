@@ -30,6 +30,8 @@ import numpy as np
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from nylon_project import namespace
+
 log = logging.getLogger("nylon.embedding")
 
 # Texts per coalesced model call. A caller's own texts always go in whole (a bulk batch of 256
@@ -226,10 +228,8 @@ def process_label() -> str:
 def _states_key() -> tuple:
     """The Redis hash of this deployment (the processes sharing this database) and its client."""
     from django.core.cache import cache
-    from django.db import connection
 
-    db = connection.settings_dict
-    key = cache.make_key(f"embedder-states:{db.get('HOST') or ''}:{db.get('PORT') or ''}/{db['NAME']}")
+    key = cache.make_key(f"embedder-states:{namespace.current()}")
     return key, cache._cache.get_client(key, write=True)
 
 

@@ -56,6 +56,9 @@ def _redis() -> dict:
 def _worker() -> dict:
     from nylon_project.celery import app
 
+    # The ping goes out on this database's control exchange (CELERY_CONTROL_EXCHANGE, named after
+    # it: nylon_project/namespace.py), so only this instance's workers hear it: with one exchange
+    # for every instance on a shared Redis, another instance's worker answered for a dead one here.
     # limit=1: return on the first reply instead of always waiting out the timeout.
     replies = app.control.ping(timeout=1.0, limit=1) or []
     if not replies:

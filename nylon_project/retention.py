@@ -56,6 +56,8 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from . import namespace
+
 log = logging.getLogger("nylon.retention")
 
 # A chunk waiting this long for a lock gives up: DELETE needs only ROW EXCLUSIVE, so what it waits
@@ -222,8 +224,9 @@ def _delete_chunks(rows: QuerySet, order: tuple[str, ...], *, chunk: int, deadli
 
 
 def _last_run_key() -> str:
-    # Per database: instances (and test runs) sharing one Redis each keep their own.
-    return f"retention:last_run:{connection.settings_dict.get('NAME')}"
+    # Per database (host, port and name: nylon_project/namespace.py): instances (and test runs)
+    # sharing one Redis each keep their own, two embedded servers' databases "nylon" included.
+    return f"retention:last_run:{namespace.current()}"
 
 
 def _remember(run: RetentionRun) -> None:

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
-from . import embedded
+from . import embedded, namespace
 from .channels_config import layer_config
 from .env import _env, env_bool, env_choice, env_float, env_int, env_list, env_rate
 
@@ -145,12 +145,17 @@ if not SECRET_KEY:
     SECRET_KEY = _persisted_secret_key(embedded.nylon_home() / "secret_key")
 
 REDIS_URL = embedded.redis_url()
+# Instances on other databases may share this Redis (a second `make run` finds the one on 6379):
+# everything this one keeps there is named after its database unless set explicitly, so their
+# tasks, workers, cache entries and live-feed groups stay apart (nylon_project/namespace.py).
+NYLON_NAMESPACE = namespace.of(DATABASES["default"])
+_REDIS_NAMES = namespace.redis_names(NYLON_NAMESPACE)
 
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
-        "KEY_PREFIX": _env("NYLON_CACHE_PREFIX") or "nylon",
+        "KEY_PREFIX": _env("NYLON_CACHE_PREFIX") or _REDIS_NAMES["cache_prefix"],
         # Bounded waits: the per-key rate limit fails open when Redis is down, which only helps if
         # a hung or blackholed Redis is noticed quickly too (redis-py waits forever by default).
         "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
@@ -161,7 +166,8 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # Dead sockets leave the org groups within group_expiry (nylon_project/channels_config.py says why).
-        "CONFIG": layer_config(redis_url=REDIS_URL, prefix=_env("NYLON_CHANNEL_PREFIX") or "nylon"),
+        "CONFIG": layer_config(redis_url=REDIS_URL, prefix=_env("NYLON_CHANNEL_PREFIX")
+                            or _REDIS_NAMES["channel_prefix"]),
     }
 }
 
@@ -174,14 +180,23 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_DEFAULT_QUEUE = _env("NYLON_CELERY_QUEUE") or "nylon"
 # Unacknowledged tasks (worker killed mid-task) return to the queue after visibility_timeout; the
 # sweep that returns them runs about every restore_interval * restore_throttle seconds.
-CELERY_BROKER_TRANSPORT_OPTIONS = {
+_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("NYLON_CELERY_VISIBILITY_TIMEOUT", 600),
     "unacked_restore_interval": env_int("NYLON_CELERY_RESTORE_INTERVAL", 10),
     "unacked_restore_throttle": env_int("NYLON_CELERY_RESTORE_THROTTLE", 10),
 }
+# The queue (NYLON_CELERY_QUEUE wins), and, always this database's: the control exchange (ping,
+# inspect: /healthz reaches only this database's workers, whichever queue they consume), the event
+# exchange, the unacknowledged-message keys and the result keys.
+_CELERY_NAMES = namespace.celery_settings(_REDIS_NAMES, queue=_env("NYLON_CELERY_QUEUE") or _REDIS_NAMES["queue"],
+                                          transport_options=_TRANSPORT_OPTIONS)
+CELERY_TASK_DEFAULT_QUEUE = _CELERY_NAMES["CELERY_TASK_DEFAULT_QUEUE"]
+CELERY_CONTROL_EXCHANGE = _CELERY_NAMES["CELERY_CONTROL_EXCHANGE"]
+CELERY_EVENT_EXCHANGE = _CELERY_NAMES["CELERY_EVENT_EXCHANGE"]
+CELERY_BROKER_TRANSPORT_OPTIONS = _CELERY_NAMES["CELERY_BROKER_TRANSPORT_OPTIONS"]
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = _CELERY_NAMES["CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS"]
 # Broker outages (a Redis restart): keep retrying to connect, on start-up too, instead of exiting;
 # tasks running when the connection drops are cancelled and redelivered (they cannot be acked on the
 # new connection, and every task is idempotent), which is Celery 6's default made explicit.

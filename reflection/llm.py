@@ -28,8 +28,10 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
+
+from nylon_project import namespace
 
 log = logging.getLogger("nylon.llm")
 
@@ -170,8 +172,10 @@ def task_of(system: str) -> str:
 
 
 def _state_key(scope: str, task: str) -> str:
-    # The database name keeps test runs and the dev instance apart on a shared Redis.
-    return f"llm-state:{connection.settings_dict.get('NAME')}:{scope}:{task}"
+    # Per database (its host, port and name, nylon_project/namespace.py), inside the cache prefix
+    # that is per database too unless set: the name alone let two embedded servers, each with a
+    # database "nylon", read each other's state. Test runs keep apart from the dev instance the same way.
+    return f"llm-state:{namespace.current()}:{scope}:{task}"
 
 
 def _cache():

@@ -23,8 +23,15 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     """A test database per pytest process: concurrent runs on one machine must not collide."""
     from django.conf import settings
 
+    from nylon_project import namespace
+
     db = settings.DATABASES["default"]
-    db.setdefault("TEST", {})["NAME"] = f"test_{db['NAME']}_{os.getpid()}"
+    db.setdefault("TEST", {})["NAME"] = name = f"test_{db['NAME']}_{os.getpid()}"
+    # This process and every process a test starts (live_env gives them the test database's URL)
+    # then serve the test database: its namespace is theirs in Redis. Its own names (queue,
+    # control exchange, cache and channel prefixes) keep the run apart from the dev instance and
+    # from other runs on one Redis, and let tests ping and read the processes they start.
+    namespace.adopt({**db, "NAME": name})
 
 
 @pytest.fixture(autouse=True)

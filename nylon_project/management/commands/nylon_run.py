@@ -278,8 +278,10 @@ class Command(BaseCommand):
         commands = {
             "web": [py, "-m", "uvicorn", "nylon_project.asgi:application", "--host", host, "--port", str(port),
                     "--workers", str(web_workers), "--no-access-log"],
+            # Named after the database's namespace as well as this run: /healthz and `celery inspect`
+            # list names, and an operator can tell which instance a worker belongs to.
             "worker": worker_command(py, queue=queue, concurrency=concurrency, max_memory_kb=worker_max_memory_kb,
-                                     name=f"nylon-{os.getpid()}@%h"),
+                                     name=f"nylon-{settings.NYLON_NAMESPACE}-{os.getpid()}@%h"),
             "beat": [py, "-m", "celery", "-A", "nylon_project", "beat", "-l", "INFO",
                      "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
         }
