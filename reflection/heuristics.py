@@ -1029,39 +1029,100 @@ def _gave_up(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None
 
 
 # A role one holds at a time: "Tom is the tech lead for the mobile app" and "Rachel is the tech lead
-# for the mobile app" contradict each other; "Kenji is out sick today" and "Maria is out sick today" do not.
-_ROLE = re.compile(r"\b(?:owns?|owned|owner|ownership|leads?|led|manager|manages|managed|heads|in\s+charge|"
-                   r"responsible|accountable|point\s+of\s+contact|contact|dri|on[\s-]?call|(?:re)?assigned|"
-                   r"assignee|captain|approver|maintainer|maintains|sponsor)\b", re.I)
-# ... and "<name> is the <anything>": there is one of it.
-_IS_THE = re.compile(r"^[^.;:]*?\b(?:is|'s|will\s+be|remains)\s+(?:now\s+|still\s+|currently\s+|officially\s+)*"
-                     r"(?:the|our|their)\b", re.I)
+# for the mobile app" contradict each other; "Kenji is out sick today" and "Maria is out sick today" do
+# not. The role must be what the statement says of the people it opens with — "<actors> (is|will be)
+# (now) (the) <role>", "<actors> owns ..." — not a word anywhere in it: "the lead-scoring refactor", "the
+# on-call runbook", "the contact form" are things two people work on, not roles they hold. (The form
+# "<role> is <name>", "On-call this week is Kenji", opens with no actor: its names are one thing's values.)
+_ROLE_NOUN = (r"(?:owners?|lead|leads|manager|head|point\s+of\s+contact|contact|dri|on[\s-]?call|captain|approver|"
+              r"maintainer|sponsor|assignee|in\s+charge|responsible|accountable|(?:re)?assigned)")
+_ROLE_VERB = r"(?:owns?|leads?|manages?|heads?|maintains?)"
+# "is the first to finish", "is the fastest reviewer": a ranking, not a post.
+_RANKED = (r"(?:first|second|third|fourth|fifth|last|best|worst|most|least|top|\d+(?:st|nd|rd|th)|fastest|quickest|"
+           r"youngest|oldest|newest|latest|earliest|biggest|largest|highest|lowest|smallest|strongest|greatest|"
+           r"closest|nearest|longest|shortest)")
+# (matched where the actors end: no "^", which would only match at the text's start)
+_HOLDS_ROLE = re.compile(
+    r"\s*(?:(?:team|squad|group|crew)\s+)?(?:(?:will|shall|now|still|currently|officially|also|temporarily|again|"
+    r"just)\s+)*"
+    r"(?:(?:is|are|was|were|be|remains?|stays?|'s|'re|has\s+been|have\s+been|becomes?|became)\s+"
+    r"(?:(?:now|still|currently|officially|also|temporarily|again)\s+)*"
+    # "... is the <anything>": there is one of it; "... is on call", "... is responsible for"
+    rf"(?:(?:the|our|their)\s+(?!{_RANKED}\b)[\w-]+|{_ROLE_NOUN}(?![\w-]))"
+    rf"|{_ROLE_VERB}(?![\w-]))", re.I)
 
 
-def _actors(text: str, names: frozenset[str]) -> frozenset[str]:
+def _actors(text: str, names: frozenset[str]) -> tuple[frozenset[str], int]:
     """The names a statement opens with: who it says does or is something ("Sofia and Ben will pair
-    ...", "Stark Industries pays ..."). Empty when it opens with a thing ("Ticket #404 is assigned
-    to Ana", "On-call this week is Kenji")."""
+    ...", "Stark Industries pays ..."), and where they end. Empty when it opens with a thing ("Ticket
+    #404 is assigned to Ana", "On-call this week is Kenji")."""
     out: set[str] = set()
-    for tok in re.findall(r"[\w'\u2019-]+|[,&]", text):
-        low = re.sub(r"['\u2019]s?$", "", tok.lower())
+    end = 0
+    for m in re.finditer(r"[\w'\u2019-]+|[,&]", text):
+        low = re.sub(r"['\u2019]s?$", "", m.group(0).lower())
         if low in names:
             out.add(low)
+            end = m.end()
         elif not (out and low in {"and", "&", ","}):
             break
-    return frozenset(out)
+    return frozenset(out), end
 
 
 def _other_actors(a_text: str, b_text: str, a: Statement, b: Statement) -> bool:
     """Whether the two say what different people (or customers, teams) do or are: "Sofia will pair
     with Ben on the refactor" and "Kenji will pair with Maria on the refactor" are two pairings, not
     one with two names; "Globex prefers invoices in EUR" and "Initech prefers invoices in USD" two
-    customers' preferences. Not when both say who holds a role (an owner, a lead, the one on call):
-    it has one holder."""
-    actors_a, actors_b = _actors(a_text, a.places), _actors(b_text, b.places)
+    customers' preferences. Not when both say their people hold a role (an owner, a lead, the one on
+    call): it has one holder."""
+    (actors_a, end_a), (actors_b, end_b) = _actors(a_text, a.places), _actors(b_text, b.places)
     if not actors_a or not actors_b or not _differ(actors_a, actors_b):
         return False
-    return not all(_ROLE.search(t) or _IS_THE.match(t) for t in (a_text, b_text))
+    return not all(_HOLDS_ROLE.match(t, end) for t, end in ((a_text, end_a), (b_text, end_b)))
+
+
+# "Marco owns the billing service" vs "Ownership of the billing service moved to Aisha": a role handed
+# over to a new holder, in other words than the statement of the old one.
+# a name, capitalised even where the rest of a pattern ignores case
+_HOLDER = r"(?P<{}>(?-i:[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?))"
+_ROLE_KIND = {"ownership": "own", "owner": "own", "own": "own", "owns": "own", "owned": "own",
+              "leadership": "lead", "lead": "lead", "leads": "lead", "led": "lead",
+              "management": "manage", "manager": "manage", "manage": "manage", "manages": "manage",
+              "managed": "manage"}
+_HANDED_OVER = re.compile(
+    r"^(?:the\s+)?(?P<role>ownership|leadership|management)\s+of\s+(?P<thing>[^.;]+?)\s+"
+    r"(?:has\s+|have\s+|was\s+|were\s+|is\s+|got\s+)?(?:moved|moves|passed|passes|went|goes|handed(?:\s+over)?|"
+    r"transferred|transfers)\s+(?:over\s+)?to\s+" + _HOLDER.format("new") + r"(?![\w-])", re.I)
+_HOLDS = (
+    re.compile(_HOLDER.format("holder") + r"\s+(?:(?:now|still|currently|will)\s+)*(?P<role>owns?|leads?|manages?|"
+               r"(?:is|will\s+be)\s+(?:now\s+)?(?:the\s+)?(?:owner|lead|manager)\s+(?:of|for))\s+(?P<thing>[^.;]+)"),
+    re.compile(r"^(?:the\s+)?(?P<thing>[^.;]+?)\s+(?:is|are)\s+(?:now\s+|still\s+)?(?P<role>owned|led|managed)\s+by\s+"
+               + _HOLDER.format("holder") + r"(?![\w-])"),
+)
+
+
+def _thing_of(text: str) -> frozenset[str]:
+    return frozenset(_lemma(w) for w in re.findall(r"[\w-]+", text.lower())) - _EMPTY - _DROP
+
+
+def _handed_over(a_text: str, b_text: str) -> str | None:
+    """One side hands a role over to someone ("Ownership of the billing service moved to Aisha"), the
+    other gives it another holder ("Marco owns the billing service"): the same role (owning, leading,
+    managing) of the same thing (one side's words within the other's)."""
+    for x_text, y_text in ((a_text, b_text), (b_text, a_text)):
+        handed = _HANDED_OVER.match(x_text.strip())
+        if handed is None or _NOT_DONE.search(x_text) or _PUT_OFF.search(x_text):
+            continue
+        for pattern in _HOLDS:
+            held = pattern.match(y_text.strip())
+            if held is None or handed["new"].lower() == held["holder"].lower():
+                continue
+            kind = next(_ROLE_KIND[w] for w in held["role"].lower().split() if w in _ROLE_KIND)
+            if kind != _ROLE_KIND[handed["role"].lower()]:
+                continue
+            x_thing, y_thing = _thing_of(handed["thing"]), _thing_of(held["thing"])
+            if x_thing and y_thing and (x_thing <= y_thing or y_thing <= x_thing):
+                return f"role handed over: {held['holder']} vs {handed['new']}"
+    return None
 
 
 def _unversioned(text: str, st: Statement, names: frozenset[str]) -> frozenset[str]:
@@ -1120,7 +1181,8 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
         # statement with two numbers
         return None
     changed = (_changed_version(a_text, b_text, a, b) or _rescheduled(a_text, b_text, a, b)
-               or _changed_value(a_text, b_text, a, b) or _gave_up(a_text, b_text, a, b))
+               or _changed_value(a_text, b_text, a, b) or _gave_up(a_text, b_text, a, b)
+               or _handed_over(a_text, b_text))
     if changed:
         return changed
     overlap = len(a.core & b.core) / len(a.core | b.core)
