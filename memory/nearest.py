@@ -37,14 +37,10 @@ def nearest_sql(*, where: str, query: str, limit: str, window_where: str = "TRUE
     ``where``, ``query`` and ``limit`` are SQL fragments; each is used more than once, so pass their
     parameters by name (``%(org)s``), or make ``query`` a column of an outer query (LATERAL).
     ``window_where`` narrows only the exact window of recent rows, not the HNSW scan."""
-    window = f"""SELECT m.id, m.embedding FROM memory_node m WHERE {where} AND {window_where}
-                ORDER BY m.id DESC LIMIT {RECENT_WINDOW}"""
-    return _nearest(f"({window}) r", where=where, query=query, limit=limit)
-
-
-def _nearest(window: str, *, where: str, query: str, limit: str) -> str:
     return f"""SELECT u.id, 1 - min(u.d) AS sim FROM (
-            (SELECT r.id, r.embedding <=> {query} AS d FROM {window}
+            (SELECT r.id, r.embedding <=> {query} AS d FROM (
+                SELECT m.id, m.embedding FROM memory_node m WHERE {where} AND {window_where}
+                ORDER BY m.id DESC LIMIT {RECENT_WINDOW}) r
              ORDER BY 2 LIMIT {limit})
             UNION ALL
             (SELECT m.id, m.embedding <=> {query} AS d FROM memory_node m WHERE {where}
@@ -62,16 +58,22 @@ def nearest_and_named_sql(*, where: str, query: str, limit: str, terms: str, nam
 
     Many statements that embed alike ("The retention period for dataset D<i> is 30 days.", twelve
     of them) leave the one about the same thing outside any ``limit`` nearest; its name finds it.
-    The window is read once (a materialised CTE) for both rankings, so the named part costs the
-    match of the window's tsvectors, not another read; it looks no further than that window (the
-    GIN index on ``search`` needs a bitmap scan, which a probe's plan may not use, and its cost
-    would grow with the rows of every tenant naming the term)."""
-    window = f"""SELECT m.id, m.embedding, m.search FROM memory_node m WHERE {where} AND {window_where}
-                ORDER BY m.id DESC LIMIT {RECENT_WINDOW}"""
+    The window is read once (a materialised CTE of ids, distances and tsvectors, not vectors) for
+    both rankings, so the named part costs the match of the window's tsvectors, not another read.
+    It looks no further than that window: the GIN index on ``search`` needs a bitmap scan, which a
+    conflict probe's plan may not use (``reflection.conflicts._index_scans_only``), and its cost
+    would grow with the rows of every tenant naming the term."""
+    window = f"""SELECT m.id, m.embedding <=> {query} AS d, m.search FROM memory_node m
+                WHERE {where} AND {window_where} ORDER BY m.id DESC LIMIT {RECENT_WINDOW}"""
     return f"""WITH r AS MATERIALIZED ({window})
-        (SELECT false AS named, n.id, n.sim, 0 AS ord FROM ({_nearest("r", where=where, query=query, limit=limit)}) n)
+        (SELECT false AS named, n.id, n.sim, 0 AS ord FROM (SELECT u.id, 1 - min(u.d) AS sim FROM (
+            (SELECT r.id, r.d FROM r ORDER BY 2 LIMIT {limit})
+            UNION ALL
+            (SELECT m.id, m.embedding <=> {query} AS d FROM memory_node m WHERE {where}
+             ORDER BY m.embedding <=> {query} LIMIT {limit})
+        ) u GROUP BY u.id ORDER BY min(u.d), u.id LIMIT {limit}) n)
         UNION ALL
-        (SELECT true, r.id, 1 - (r.embedding <=> {query}),
-                row_number() OVER (ORDER BY ts_rank(r.search, t.q) DESC, r.embedding <=> {query}, r.id)
-         FROM r, websearch_to_tsquery('english', {terms}) t(q) WHERE r.search @@ t.q
-         ORDER BY 4 LIMIT {named_limit})"""
+        (SELECT true, x.id, 1 - x.d, row_number() OVER (ORDER BY x.rank DESC, x.d, x.id) FROM (
+            SELECT r.id, r.d, ts_rank(r.search, t.q) AS rank
+            FROM r, websearch_to_tsquery('english', {terms}) t(q) WHERE r.search @@ t.q
+            ORDER BY 3 DESC, 2, 1 LIMIT {named_limit}) x)"""
