@@ -640,13 +640,15 @@ _WHEN_MENTION = re.compile(_WHEN, re.I)
 # freeze now starts December 7", "the deadline is now December 6", "is now on the 15th", "the kickoff
 # is on the 19th instead". A "now" of something else in the same text ("the report is now in review
 # and the board meeting is on October 5", "we now have a runbook ... and a dry run on Thursday") moves
-# no date. Not "for now", "right now", "until now", "from now on".
+# no date. Not "for now", "right now", "until now"; "from now on" opens the clause it dates.
 _NOW_DATE = re.compile(
     r"(?<!\bfor )(?<!\bright )(?<!\bjust )(?<!\buntil )(?<!\btill )(?<!\bby )(?<!\bfrom )\bnow\s+"
     # a verb of the date between: "now starts", "now takes place", "now goes out", "is now sent"
     r"(?:(?:is|are|be|due|[a-z]{2,}(?:s|ed))(?:\s+(?:off|out|up|live|place|due|scheduled|set|planned|slated|held))?\s+)?"
     rf"(?:(?:on|at|for|from|in|by)\s+)?(?:the\s+)?(?:next\s+)?{_WHEN}"
-    rf"|{_WHEN}\s+instead\b|\binstead\s+(?:(?:on|at|for)\s+)?(?:the\s+)?{_WHEN}", re.I)
+    rf"|{_WHEN}\s+instead\b|\binstead\s+(?:(?:on|at|for)\s+)?(?:the\s+)?{_WHEN}"
+    # ... or a clause opened as the new rule: "From now on the demo is on Friday", "As of today standup is at 10"
+    rf"|\b(?:from\s+now\s+on|as\s+of\s+(?:now|today)|starting\s+(?:now|today))\b[^.;]*?{_WHEN}", re.I)
 # What a dated statement is for: an occasion is the reason of its date ("... now starts December 7 for
 # the SOC2 audit": the audit is not the thing dated), a scope narrows the thing ("the nightly backup
 # now runs at 3am for the EU region" is the EU region's backup, not the one at 2am).
@@ -784,8 +786,8 @@ def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | 
     the thing. The pairs compared are already each other's nearest. A side that gives its date as the
     current one ("the freeze now starts December 7 for the SOC2 audit") moves it too, in fewer words;
     what follows its date is then the reason or the occasion ("the SOC2 audit starts March 3" is not
-    the thing moved), unless it is a scope ("for the EU region"): a scope one side names and the other
-    does not makes the two different things."""
+    the thing moved), unless it is a scope ("for the EU region"): a scope only one of the two names
+    makes them different things."""
     if a.negated or b.negated:
         return None
     for x_text, y_text, x_first in ((a_text, b_text, True), (b_text, a_text, False)):
@@ -802,7 +804,9 @@ def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | 
                     continue
                 if not x.what or not y.what or not (x.what <= y.what or y.what <= x.what):
                     continue
-                if not (x.scope <= y.words and y.scope <= x.words):
+                # a scope narrows a date given "now"; after a move's date "for" more often says whom it
+                # suits ("moved the demo to Friday for the Globex team"), and the thing moved is its object
+                if not moved and not (x.scope <= y.words and y.scope <= x.words):
                     continue
                 first, second = (x, y) if x_first else (y, x)
                 return (f"rescheduled: {', '.join(_when_words(first.text, first.st))} vs "
@@ -1043,7 +1047,7 @@ _RANKED = (r"(?:first|second|third|fourth|fifth|last|best|worst|most|least|top|\
            r"closest|nearest|longest|shortest)")
 # (matched where the actors end: no "^", which would only match at the text's start)
 _HOLDS_ROLE = re.compile(
-    r"\s*(?:(?:team|squad|group|crew)\s+)?(?:(?:will|shall|now|still|currently|officially|also|temporarily|again|"
+    r"\s*(?:(?:will|shall|now|still|currently|officially|also|temporarily|again|"
     r"just)\s+)*"
     r"(?:(?:is|are|was|were|be|remains?|stays?|'s|'re|has\s+been|have\s+been|becomes?|became)\s+"
     r"(?:(?:now|still|currently|officially|also|temporarily|again)\s+)*"

@@ -92,6 +92,10 @@ def test_a_date_for_a_narrower_scope_is_no_reschedule(a, b):
     ("The Hooli kickoff is on May 28.", "The vendor contract is signed; the Hooli kickoff is now on June 4."),
     ("The board prep session is on Monday.",
      "We moved the board prep session to Wednesday, and the budget memo is done."),
+    # "from now on" opens the clause it dates
+    ("The sprint review is on Thursday.", "From now on the sprint review is on Friday."),
+    # after a move's date, "for" says whom the move suits: the thing moved is the verb's object
+    ("The partner demo is on Tuesday.", "We moved the partner demo to Wednesday for the Initech folks."),
 ])
 def test_a_date_given_now_still_reschedules(a, b):
     _both_conflict(a, b, ("rescheduled: ", "different number or date"))
@@ -170,6 +174,8 @@ def test_a_change_not_made_gives_nothing_up(a, b):
     ("We replaced Jenkins with Buildkite for the mobile builds.", "The mobile builds run on Jenkins."),
     ("We went from Segment to RudderStack for analytics events.", "Analytics events are sent to Segment."),
     ("We dropped Node 16 for the CLI.", "The CLI runs on Node 16."),
+    # a contrast of who holds it
+    ("Kenji is on call this weekend.", "Maria is on call this weekend, not Kenji."),
 ])
 def test_a_value_given_up_still_contradicts_the_statement_of_it(a, b):
     _both_conflict(a, b, "replaced: ")
