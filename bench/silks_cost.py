@@ -1,5 +1,6 @@
-"""What a write's heuristic silks (entities, key terms, emotion, time expressions) cost on long
-adversarial turns, beside an ordinary text of the same length in the same run.
+"""What a write's heuristic silks (entities, key terms, emotion, time expressions), and the rule-based
+conflict check its worker runs after it, cost on long adversarial turns, beside an ordinary text of
+the same length in the same run.
 
     .venv/bin/python bench/silks_cost.py [--reps 3]
 
@@ -19,7 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from memory.engine.text import extract_entities  # noqa: E402
 from memory.engine.weave import weave_silks  # noqa: E402
+from reflection.heuristics import conflict_reason  # noqa: E402
 
 LIMIT = 20_000
 TEXTS = {
@@ -33,7 +36,15 @@ TEXTS = {
     "quotes": '"x" ',
     "one-line sentences": "Hi.\n",
     "a dated decision repeated": "Ana said on Monday that Ben will move the Q4 freeze to December 7. ",
+    "change verbs with 'off'": "moved CI off ",
+    "hand-overs": "took over ",
 }
+STATEMENT = "The ledger database is PostgreSQL 15."
+
+
+def _conflict_check(text: str) -> None:
+    for a, b in ((text, STATEMENT), (STATEMENT, text)):
+        conflict_reason(a, b, extract_entities(a), extract_entities(b))
 
 
 def main() -> None:
@@ -41,19 +52,22 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
     at = datetime(2026, 11, 20, 10, tzinfo=UTC)
-    rows = []
-    for name, unit in TEXTS.items():
-        text = (unit * (LIMIT // len(unit) + 1))[:LIMIT]
-        times = []
-        for _ in range(args.reps):
-            t = time.perf_counter()
-            weave_silks(text, occurred_at=at)
-            times.append(time.perf_counter() - t)
-        rows.append((name, statistics.median(times)))
-    base = rows[0][1]
-    print(f"{'20,000 characters of':<28}{'median ms':>11}{'x control':>11}")
-    for name, t in rows:
-        print(f"{name:<28}{t * 1000:>11.1f}{t / base:>11.1f}")
+    for title, work in (("silks (in the write request)", lambda text: weave_silks(text, occurred_at=at)),
+                        ("conflict check of a pair, both ways (worker)", _conflict_check)):
+        rows = []
+        for name, unit in TEXTS.items():
+            text = (unit * (LIMIT // len(unit) + 1))[:LIMIT]
+            times = []
+            for _ in range(args.reps):
+                t = time.perf_counter()
+                work(text)
+                times.append(time.perf_counter() - t)
+            rows.append((name, statistics.median(times)))
+        base = rows[0][1]
+        print(title)
+        print(f"  {'20,000 characters of':<28}{'median ms':>11}{'x control':>11}")
+        for name, t in rows:
+            print(f"  {name:<28}{t * 1000:>11.1f}{t / base:>11.1f}")
 
 
 if __name__ == "__main__":

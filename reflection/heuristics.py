@@ -189,7 +189,7 @@ _WORK = re.compile(
     r"deployed|released|shipped|merged|fixed|resolved|closed|launched|approved|signed\s+off|rolled\s+(?:back|out)|"
     r"cancell?ed|postponed|(?:re)?scheduled|promised|committed|will\s+deliver|delivered|owns|told|assured|"
     r"guaranteed|(?:is|are)\s+(?:now\s+)?(?:responsible|accountable)\s+for|"
-    r"(?:is|are)\s+(?:now\s+)?in\s+charge\s+of|assigned\s+to|(?:moved|moving)\b[^.;]*?\bto)(?!\w)", re.I)
+    r"(?:is|are)\s+(?:now\s+)?in\s+charge\s+of|assigned\s+to|(?:moved|moving)\b[^.;]{0,200}?\bto)(?!\w)", re.I)
 # "Task NYL-520 done", "The billing migration is completed": done, of a piece of work.
 _DONE = re.compile(r"\b(?:done|completed?|finished)\b", re.I)
 _WORK_ITEM = re.compile(r"#\d|\b[A-Z][A-Z0-9]{1,9}-\d+\b|\b(?:tasks?|tickets?|stor(?:y|ies)|issues?|bugs?|"
@@ -234,7 +234,7 @@ _EMPTY = {
     "resolved", "merged", "deployed", "shipped", "decided", "finished", "completed", "complete",
 }
 # A deadline or a schedule names a time ahead: "promised the fix by Friday" is the coming Friday.
-_AHEAD = re.compile(r"\b(?:(?:re)?scheduled|postponed|pushed|moved|moving)\b[^.;]*?\b(?:to|for|until)\b|\bdue\b|"
+_AHEAD = re.compile(r"\b(?:(?:re)?scheduled|postponed|pushed|moved|moving)\b[^.;]{0,200}?\b(?:to|for|until)\b|\bdue\b|"
                     r"\bdeadline\b|\bpromised\b|\bcommitted\b|\bdeliver\b|"
                     # the present of a plan: "the fix ships on Monday", "the freeze starts Friday"
                     r"\b(?:ships|launches|goes\s+live|kicks\s+off|starts|begins|ends)\b", re.I)
@@ -436,7 +436,9 @@ def _identifiers(text: str) -> tuple[str, frozenset[str]]:
 
 
 # A name a statement speaks of: capitalised, or letters and digits ("Terraform", "Google Meet", "eu-west-1").
-_OLD = r"(?:the\s+|our\s+|their\s+|its\s+)?(?P<x>[A-Z][\w.+#-]*(?:\s+[A-Z][\w.+#-]*)?|[a-z]+\d[\w.-]*)"
+# Starts at a word's start, and a word of letters then digits is short: unanchored, "[a-z]+\d" tried every
+# start of a long run of letters and backtracked each to its end (20,000 "a"s: 40 s of a worker).
+_OLD = r"(?<![\w.+#-])(?:the\s+|our\s+|their\s+|its\s+)?(?P<x>[A-Z][\w.+#-]{0,60}(?:\s+[A-Z][\w.+#-]{0,60})?|[a-z]{1,40}\d[\w.-]{0,40})"
 # "We deploy the frontend with Vercel, not Netlify": a contrast names what is not used; it does not deny
 # the statement, whose "not" would make it a negation (and no other rule reads a negated statement).
 _CONTRAST = re.compile(rf"(?P<lead>,\s*)(?i:not)(?P<rest>\s+{_OLD})(?=\s*(?:[.!;,]|$))")
@@ -602,7 +604,7 @@ _NUMBER = re.compile(r"\b\d+(?:[.,]\d+)?\b")
 # to another day than the other gives it, in other words than "is on". A move verb with its "to".
 _MOVED = re.compile(r"\b(?:re-?schedul(?:e|ed|es|ing)|postpon(?:e|ed|es|ing)|push(?:ed|es)?(?:\s+back)?|"
                     r"mov(?:e|ed|es|ing)|delay(?:ed|s)?|slip(?:s|ped)?|shift(?:ed|s)?|bump(?:ed|s)?)\b"
-                    r"[^.;]*?\b(?:to|until|till)\s+(?:next\s+|the\s+)?"
+                    r"[^.;]{0,200}?\b(?:to|until|till)\s+(?:next\s+|the\s+)?"
                     # ... to a day or a time ("moved to the new office" is a move, not a new date)
                     r"(?:\d|(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b)",
                     re.I)
@@ -648,7 +650,7 @@ _NOW_DATE = re.compile(
     rf"(?:(?:on|at|for|from|in|by)\s+)?(?:the\s+)?(?:next\s+)?{_WHEN}"
     rf"|{_WHEN}\s+instead\b|\binstead\s+(?:(?:on|at|for)\s+)?(?:the\s+)?{_WHEN}"
     # ... or a clause opened as the new rule: "From now on the demo is on Friday", "As of today standup is at 10"
-    rf"|\b(?:from\s+now\s+on|as\s+of\s+(?:now|today)|starting\s+(?:now|today))\b[^.;]*?{_WHEN}", re.I)
+    rf"|\b(?:from\s+now\s+on|as\s+of\s+(?:now|today)|starting\s+(?:now|today))\b[^.;]{{0,200}}?{_WHEN}", re.I)
 # What a dated statement is for: an occasion is the reason of its date ("... now starts December 7 for
 # the SOC2 audit": the audit is not the thing dated), a scope narrows the thing ("the nightly backup
 # now runs at 3am for the EU region" is the EU region's backup, not the one at 2am).
@@ -926,9 +928,9 @@ _GIVES_UP = (_FROM_TO, *(re.compile(p) for p in (
     rf"retir(?:e|es|ed|ing)|deprecat(?:e|es|ed|ing)|sunset(?:s|ting)?|get(?:ting)?\s+rid\s+of|got\s+rid\s+of))\s+{_OLD}",
     rf"(?i:\b(?:instead\s+of|rather\s+than|in\s+place\s+of))\s+{_OLD}",
     _CONTRAST.pattern,
-    rf"(?i:\b(?:mov|migrat|switch)\w*\b[^.;]*?\b(?:off|away\s+from))\s+{_OLD}",
+    rf"(?i:\b(?:mov|migrat|switch)\w*\b[^.;]{{0,200}}?\b(?:off|away\s+from))\s+{_OLD}",
     rf"{_OLD}\s+(?i:is|are|was|were|has\s+been|have\s+been)\s+(?i:gone|retired|deprecated|dropped|removed|replaced)\b",
-    rf"(?i:\b(?:took|take|takes|taking|taken)\s+over\b[^.;]*?\bfrom)\s+{_OLD}",
+    rf"(?i:\b(?:took|take|takes|taking|taken)\s+over\b[^.;]{{0,200}}?\bfrom)\s+{_OLD}",
 )))
 # A flow that runs again and again ("moves old logs from Elasticsearch to S3 every night") changes nothing.
 _RECURRING_FLOW = re.compile(r"\b(?:nightly|hourly|daily|weekly|monthly|continuously|every|each)\b", re.I)
@@ -1140,6 +1142,7 @@ def only_counts_differ(a_text: str, b_text: str) -> bool:
     in progress, 2 blocked." vs "Board: 9 tickets in progress, 3 blocked."; "21 of 34 points done"
     vs "28 of 34"): what a recurring status line reports that day, not a claim the next day's
     contradicts. A version or a value ("Postgres 15" vs "16", "at 14:00") is not a count."""
+    a_text, b_text = _rule_text(a_text), _rule_text(b_text)
     a_all, b_all = set(_NUMBER.findall(a_text)), set(_NUMBER.findall(b_text))
     differing = a_all ^ b_all
     if not differing:
@@ -1168,12 +1171,26 @@ def _counts(text: str) -> set[str]:
     return out
 
 
+# The rules read statements: a text's first sentences up to this many characters. A 20,000-character
+# turn is a document, not a statement, and the clause rules grow faster than its length (a worker
+# spent 40 s on one pair).
+MAX_RULE_CHARS = 1000
+
+
+def _rule_text(text: str) -> str:
+    if len(text) <= MAX_RULE_CHARS:
+        return text
+    cut = text[:MAX_RULE_CHARS]
+    end = max(cut.rfind(". "), cut.rfind("! "), cut.rfind("? "), cut.rfind("\n"))
+    return cut[:end + 1] if end > MAX_RULE_CHARS // 2 else cut
+
+
 def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> str | None:
     """Why two statements of the same subject contradict, or None. Questions assert nothing: only
     what each text states is compared, and a text that only asks contradicts nothing."""
     # A lead-in ("Update:", "FYI") is no word of the statement: kept, it pushed a restatement
     # under the same-statement rule's overlap.
-    a_text, b_text = (_LEAD_IN.sub("", asserted(t), count=1).strip() for t in (a_text, b_text))
+    a_text, b_text = (_LEAD_IN.sub("", asserted(_rule_text(t)), count=1).strip() for t in (a_text, b_text))
     if not a_text or not b_text:
         return None
     a, b = statement(a_text, a_entities), statement(b_text, b_entities)
