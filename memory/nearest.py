@@ -63,8 +63,11 @@ def nearest_and_named_sql(*, where: str, query: str, limit: str, terms: str, nam
     It looks no further than that window: the GIN index on ``search`` needs a bitmap scan, which a
     conflict probe's plan may not use (``reflection.conflicts._index_scans_only``), and its cost
     would grow with the rows of every tenant naming the term."""
-    window = f"""SELECT m.id, m.embedding <=> {query} AS d, m.search FROM memory_node m
-                WHERE {where} AND {window_where} ORDER BY m.id DESC LIMIT {RECENT_WINDOW}"""
+    # the distance outside the LIMIT: inside, a plan that sorts the owner's rows by id (read
+    # through the owner's foreign-key index) computed it for every one of them, not for 2,000
+    window = f"""SELECT w.id, w.embedding <=> {query} AS d, w.search FROM (
+                SELECT m.id, m.embedding, m.search FROM memory_node m WHERE {where} AND {window_where}
+                ORDER BY m.id DESC LIMIT {RECENT_WINDOW}) w"""
     return f"""WITH r AS MATERIALIZED ({window})
         (SELECT false AS named, n.id, n.sim, 0 AS ord FROM (SELECT u.id, 1 - min(u.d) AS sim FROM (
             (SELECT r.id, r.d FROM r ORDER BY 2 LIMIT {limit})
