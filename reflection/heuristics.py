@@ -497,13 +497,36 @@ def _ident_neighbours(text: str, idents: frozenset[str]) -> set[str]:
     return out
 
 
+# Where a value stands: after a copula ("the PagerDuty escalation code is PX-7781"), "is now", a colon.
+_IS_SLOT = re.compile(r"\b(?:is|are|was|were)\s+(?:(?:now|currently|still)\s+)?|[:=]\s*", re.I)
+
+
+def _value_idents(text: str, idents: frozenset[str]) -> frozenset[str]:
+    """The identifiers the text gives as a value of what it speaks of: right after a copula, a colon
+    or a change to it ("... is PX-7781", "... changed to PX-9902", "rotated ... to whsec-9051"); not
+    one the statement opens with or puts after a preposition ("Ticket PX-7781 is closed", "the fix
+    for PX-7781")."""
+    if not idents:
+        return frozenset()
+    out = set()
+    for pattern in (_IS_SLOT, _VALUE_CHANGE):
+        for m in pattern.finditer(text):
+            tok = _Y_TOKEN.match(text, m.end())
+            if tok and (t := tok.group(0).rstrip(".,:;").lower()) in idents:
+                out.add(t)
+    return frozenset(out)
+
+
 def _other_referents(a_text: str, b_text: str, a: Statement, b: Statement) -> bool:
     """Whether the two name different things: each has an identifier the other lacks, and two of
     them are names of one sort ("release plan v29" vs "v59", "CI run 1224" vs "1227") or stand beside
     the same word ("the SOC2 audit" vs "the ISO27001 audit"). Other letters-and-digits words are
     detail of one side, not another referent: "The Q4 release freeze starts December 14" and "the
-    release freeze now starts December 7 for the SOC2 audit" speak of one freeze."""
-    only_a, only_b = a.idents - b.idents, b.idents - a.idents
+    release freeze now starts December 7 for the SOC2 audit" speak of one freeze. Nor is an
+    identifier given as a value (``_value_idents``): "the PagerDuty escalation code is PX-7781" and
+    "... changed to PX-9902" are one code's two values, which the value rules compare."""
+    only_a = a.idents - b.idents - _value_idents(a_text, a.idents)
+    only_b = b.idents - a.idents - _value_idents(b_text, b.idents)
     if not only_a or not only_b:
         return False
     if {_ident_kind(x) for x in only_a} & {_ident_kind(y) for y in only_b}:
@@ -596,7 +619,9 @@ def _changed_version(a_text: str, b_text: str, a: Statement, b: Statement) -> st
 _COUNT = re.compile(
     r"\b(\d+(?:[.,]\d+)?)(?=\s+(?:of\s+\d+(?:[.,]\d+)?\b|(?:[a-z]+\s+)?(?!is\b|was\b|has\b|does\b|this\b|"
     r"thus\b|us\b|yes\b)[a-z]+s\b|(?:blocked|done|open|closed|left|remaining|pending|failed|failing|passed|"
-    r"passing|green|red|new|active|resolved|merged|in\s+progress|to\s+go)\b))", re.I)
+    r"passing|green|red|new|active|resolved|merged|in\s+progress|to\s+go)\b|"
+    # ... or any state a tally ends its item with ("7 escalated,", "4 reopened.")
+    r"[a-z]{3,}ed(?=\s*(?:[,;.]|$))))", re.I)
 _NUMBER = re.compile(r"\b\d+(?:[.,]\d+)?\b")
 
 
@@ -605,8 +630,10 @@ _NUMBER = re.compile(r"\b\d+(?:[.,]\d+)?\b")
 _MOVED = re.compile(r"\b(?:re-?schedul(?:e|ed|es|ing)|postpon(?:e|ed|es|ing)|push(?:ed|es)?(?:\s+back)?|"
                     r"mov(?:e|ed|es|ing)|delay(?:ed|s)?|slip(?:s|ped)?|shift(?:ed|s)?|bump(?:ed|s)?)\b"
                     r"[^.;]{0,200}?\b(?:to|until|till)\s+(?:next\s+|the\s+)?"
-                    # ... to a day or a time ("moved to the new office" is a move, not a new date)
-                    r"(?:\d|(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b)",
+                    # ... to a day or a time ("moved to the new office" is a move, not a new date), not to a
+                    # quantity of things ("moved the pool size to 12 workers" is a changed value)
+                    r"(?:\d(?![\d.,]*\s+(?!(?:this|thus|was|has|does|is|us|yes|as)\b)[a-z]{2,}s\b)|"
+                    r"(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b)",
                     re.I)
 _WEEKDAYS = frozenset({"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"})
 # What does not name the thing moved: the moving, the copula, prepositions and who speaks.
@@ -823,9 +850,14 @@ def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | 
 _VALUE_CHANGE = re.compile(
     r"\b(?:chang(?:e|ed|es|ing)|cut|cuts|rais(?:e|ed|es)|increas(?:e|ed|es)|decreas(?:e|ed|es)|reduc(?:e|ed|es)|"
     r"lower(?:ed|s)?|bump(?:ed|s)?|updat(?:e|ed|es)|reset|set|drop(?:ped|s)?|revis(?:e|ed|es)|adjust(?:ed|s)?|"
+    # a duration or a limit made shorter or longer, a setting moved, a secret rotated ("we shortened the
+    # refund window to 14 days", "rotated the webhook secret to whsec-9051"); not the gerund, which is
+    # mostly what is proposed ("proposed shortening the window to 14 days")
+    r"shorten(?:ed|s)?|extend(?:ed|s)?|lengthen(?:ed|s)?|mov(?:e|ed|es)|rotat(?:e|ed|es)|"
     r"(?:went|goes|go)\s+(?:up|down)|grew|shrank|doubled|halved)\b"
-    # what was changed, when it follows the verb ("we cut the ads budget to 25k")
-    r"(?P<obj>(?:\s+(?!(?:to|at|from|by)\b)[\w'-]+){0,5}?)"
+    # what was changed, when it follows the verb ("we cut the ads budget to 25k"), with its qualifier
+    # ("the ads budget for the launch campaign": five words cut that short and the change was missed)
+    r"(?P<obj>(?:\s+(?!(?:to|at|from|by)\b)[\w'-]+){0,9}?)"
     # the old value or the difference ("from 40k EUR to 25k EUR", "by 15k to 25k")
     r"(?:\s+from\s+\S+(?:\s+[A-Za-z$\u20ac\u00a3%]{1,5})?)?(?:\s+by\s+\S+(?:\s+[A-Za-z$\u20ac\u00a3%]{1,5})?)?"
     r"\s+(?:to|at)\s+(?=\S*\d)"
@@ -836,7 +868,10 @@ _NOT_THING = _NOT_SUBJECT | _STATE_WORDS | {"correction", "actually", "update", 
 # A change someone only proposes, considers, decided against or saw refused changes nothing yet
 # ("We decided against replacing Okta", "held off on migrating", "no plans to drop Sentry").
 _NOT_DONE = re.compile(r"\b(?:rejected|declined|vetoed|proposed?|proposal|suggest(?:s|ed)?|might|maybe|could|would|"
-                       r"consider(?:s|ed|ing)?|if|whether|unless|plan(?:s|ned)?\s+to|want(?:s|ed)?\s+to|"
+                       r"let's|let\s+us|"
+                       r"consider(?:s|ed|ing)?|if|whether|unless|"
+                       # a plan or a wish to do something; not a noun before a value ("the Pro plan to 30 days")
+                       r"(?:plan(?:s|ned)?|want(?:s|ed)?)\s+to(?=\s+[a-z])|"
                        r"decid(?:e|es|ed|ing)\s+against|h(?:o|e)ld(?:s|ing)?\s+off|no\s+plans?\s+to|won['\u2019]?t|"
                        r"will\s+not)\b", re.I)
 _Y_TOKEN = re.compile(r"[a-z0-9$\u20ac\u00a3][\w.,:%$\u20ac\u00a3'-]*", re.I)
@@ -846,22 +881,40 @@ _LINK_WORDS = frozenset({"is", "are", "was", "were", "be", "now", "currently", "
 
 
 _YEAR = re.compile(r"^(?:19|20)\d\d$")
+# A value of letters and digits ("tulip42", "PX-7781", "eu-west-1", "whsec-4412"): a password, a code,
+# a region is as much a value as a number is, when it stands where the value does.
+_IDENT_VALUE = re.compile(r"(?=[\w.-]*\d)(?=[\w.-]*[a-z])[a-z0-9][\w.-]*", re.I)
+# What stands right before such a value: a copula ("the escalation code is PX-7781"), a colon or "=".
+_VALUE_SLOT_WORDS = frozenset({"is", "are", "was", "were", "now", "currently", "still", "="})
 
 
 def _value_of(y_text: str, thing: frozenset[str], shared_idents: frozenset[str],
-              years: frozenset[str] = frozenset()) -> str | None:
-    """The value ``y_text`` gives the thing: its words together (only joining words between them),
-    then within a few joining words the first number ("Budget for paid ads in Q1 is 40k EUR" → 40k).
-    None when the number is far from the thing or other words come between: "the API timeout for
-    the nightly batch jobs is 300 seconds" is another thing's timeout."""
-    toks = [t.rstrip(".,:;") for t in _Y_TOKEN.findall(y_text.replace("\u2019", "'"))]
+              years: frozenset[str] = frozenset(), said: frozenset[str] = frozenset()) -> str | None:
+    """The value ``y_text`` gives the thing: its words together (only joining words, or words the
+    changing side ``said`` of it too, between them: "the default region for new projects"), then
+    within a few joining words the first number ("Budget for paid ads in Q1 is 40k EUR" → 40k) or
+    letters and digits after "is" ("... password is tulip42"). None when the value is far from the
+    thing or other words come between: "the API timeout for the nightly batch jobs is 300 seconds" is
+    another thing's timeout."""
+    raw = _Y_TOKEN.findall(y_text.replace("\u2019", "'"))
+    toks = [t.rstrip(".,:;") for t in raw]
     low = [t.lower() for t in toks]
-    where = [i for i, t in enumerate(low) if t in thing or _lemma(t) in thing]
-    if not where or not thing <= {low[i] for i in where} | {_lemma(low[i]) for i in where}:
+    # a word of the thing as written here, or a compound of its words ("break-glass": the thing's words
+    # come from a statement, which splits it)
+    def parts(t: str) -> set[str]:
+        whole = {t, _lemma(t)} & thing
+        split = [w for w in t.split("-") if w] if "-" in t else []
+        if split and all(w in thing or _lemma(w) in thing for w in split):
+            return whole | {p for w in split for p in (w, _lemma(w))} & thing
+        return whole
+
+    forms = [parts(t) for t in low]
+    where = [i for i in range(len(low)) if forms[i]]
+    if not where or not thing <= set().union(*(forms[i] for i in where)):
         return None
     first, last = where[0], where[-1]
     joining = _LINK_WORDS | _DROP | shared_idents
-    if any(low[i] not in joining and low[i] not in thing and _lemma(low[i]) not in thing for i in range(first, last)):
+    if any(low[i] not in joining and not forms[i] & thing and low[i] not in said for i in range(first, last)):
         return None
     for i in range(last + 1, min(last + 5, len(low))):
         t = low[i]
@@ -873,12 +926,23 @@ def _value_of(y_text: str, thing: frozenset[str], shared_idents: frozenset[str],
             if ":" in t or (i + 1 < len(low) and low[i + 1] in {"am", "pm"} | _MONTH_WORDS) or low[i - 1] in _MONTH_WORDS:
                 return None  # a time or a date, not the thing's value
             return t.strip("$\u20ac\u00a3")
+        # letters and digits where the value stands: after "is" or a colon, not after a preposition
+        # ("the ads budget in Q1 is 40k": Q1 says which budget)
+        if _IDENT_VALUE.fullmatch(t) and (low[i - 1] in _VALUE_SLOT_WORDS or raw[i - 1].endswith(":")):
+            return t
         if t not in joining:
             return None
     return None
 
 
 _MONTH_WORDS = frozenset(m.lower() for m in MONTH_NAMES) | {m.lower()[:3] for m in MONTH_NAMES}
+# Who made a change is not the thing changed: "Finance lowered the hiring budget for the data team to
+# 150k", "For the launch campaign, we cut the ads budget to 25k". The words right before the verb, back
+# to a comma or the start, when they are only names, pronouns or "<word> team" (a lower-case word
+# there is part of the thing or of a request: "Ana asked us to shorten ...", "Ana wants ... cut").
+_AGENT = re.compile(r"(?:^|(?<=[,:;]))\s*(?:(?:the|our)\s+)?(?:(?-i:[A-Z][\w-]{0,40})|we|they|i|you|he|she|"
+                    r"[a-z][\w-]{0,40}\s+team)(?:\s+(?:and|&)\s+(?-i:[A-Z][\w-]{0,40}))?"
+                    r"(?:\s+(?:just|finally|already|also|officially|have|has|had|then))*\s*$", re.I)
 
 
 def _changed_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
@@ -894,14 +958,21 @@ def _changed_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str 
         change = _VALUE_CHANGE.search(rest)
         if change is None or _NOT_DONE.search(rest) or _PUT_OFF.search(rest):
             continue
-        thing = frozenset((statement(rest[:change.start()]).core | statement(change["obj"] or "").core)
-                          - _NOT_THING)
+        before = rest[:change.start()]
+        if change["obj"] and change["obj"].strip():
+            # with an object after the verb, the names or pronouns right before it say who changed it
+            before = _AGENT.sub("", before, count=1)
+        thing = frozenset((statement(before).core | statement(change["obj"] or "").core) - _NOT_THING)
         after = rest[change.end():]
         new = {n for n in statement(after).numbers if 0 <= after.lower().find(n) < 12}  # the value the change names
+        first = _Y_TOKEN.match(after)
+        if first and _IDENT_VALUE.fullmatch(value := first.group(0).rstrip(".,:;").lower()) and not _NUM.match(value):
+            new = {value}  # "is now orchid77", "changed to PX-9902" (not the 2 of "us-east-2")
         if len(thing) < 2 or not new:
             continue
         old = _value_of(y_text, thing, frozenset(x.idents & y.idents),
-                        frozenset(t for t in re.findall(r"\d+", rest[:change.start()]) if _YEAR.match(t)))
+                        frozenset(t for t in re.findall(r"\d+", rest[:change.start()]) if _YEAR.match(t)),
+                        frozenset(re.findall(r"[a-z0-9][\w'-]*", f"{before} {change['obj'] or ''}".lower())))
         if old is None or old in new:
             continue
         said = re.sub(r"(?:\s+(?:is|are|was|were|has|have|had|been|be|got|gets|just|now))+\s*$", "",
