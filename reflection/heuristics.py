@@ -1154,7 +1154,11 @@ def _other_actors(a_text: str, b_text: str, a: Statement, b: Statement) -> bool:
     (actors_a, end_a), (actors_b, end_b) = _actors(a_text, a.places), _actors(b_text, b.places)
     if not actors_a or not actors_b or not _differ(actors_a, actors_b):
         return False
-    return not all(_HOLDS_ROLE.match(t, end) for t, end in ((a_text, end_a), (b_text, end_b)))
+    if not all(_HOLDS_ROLE.match(t, end) for t, end in ((a_text, end_a), (b_text, end_b))):
+        return True
+    # ... of one thing: "Ben owns the Stripe integration" and "Omar owns the Adyen integration now" hold
+    # the same role of two things, whose names beside the holders differ
+    return _differ(a.places - actors_a, b.places - actors_b)
 
 
 # "Marco owns the billing service" vs "Ownership of the billing service moved to Aisha": a role handed
@@ -1181,6 +1185,94 @@ def _thing_of(text: str) -> frozenset[str]:
     return frozenset(_lemma(w) for w in re.findall(r"[\w-]+", text.lower())) - _EMPTY - _DROP
 
 
+# "Ben does not own the Stripe integration anymore; Omar owns it now", "Priya no longer owns the billing
+# dashboard; Luis does": the old holder denied, and in a clause after it a new one of "it".
+_DENIED_HOLDER = re.compile(
+    _HOLDER.format("holder") + r"\s+(?:(?:does|do|did)\s+not|doesn'?t|don'?t|didn'?t|no\s+longer|is\s+no\s+longer|"
+    r"isn'?t|is\s+not)\s+(?:the\s+)?(?P<role>owner|owns?|leads?|manager|manages?)(?:\s+(?:of|for))?\s+(?P<thing>.+)")
+_DOES_HOLDER = re.compile(_HOLDER.format("holder") + r"\s+(?:now\s+)?(?:does|do)(?:\s+now)?\s*[.!]?$")
+_PRONOUN_THING = re.compile(r"^(?:it|them|that|this)\b", re.I)
+# Words of the change, not of the thing held: "... anymore", "... now", "from now on".
+_CHANGE_WORDS = re.compile(r"\b(?:now|anymore|any\s+(?:more|longer)|from\s+now\s+on|going\s+forward|again|instead)\b",
+                           re.I)
+# Where the thing held ends and its scope begins: "the Stripe integration | for Atlas".
+_SCOPE_START = re.compile(r"\s+(?:for|in|on|at|across|within|during|until|while|since|from|after|before|with|"
+                          r"because|this|next|starting)\s+", re.I)
+# A scope that is only a name ("for Atlas", "for Initech") says which project or customer the thing is
+# for, the one the other side means; a noun phrase ("for the EU region", "for the mobile app") carves
+# out a part of it, as a date's scope does (``_scope``).
+_NAME_SCOPE = re.compile(r"for\s+(?-i:[A-Z][\w-]{0,40})(?:\s+(?-i:[A-Z][\w-]{0,40}))?")
+
+
+@dataclass(frozen=True)
+class _Holding:
+    """A clause saying who holds a role (owns, leads, manages) of what."""
+    holder: str
+    kind: str
+    head: frozenset[str]
+    scope: frozenset[str]
+    named_scope: bool
+    new: bool  # given as the current holder: "now", or after the old holder is denied
+    denied: bool
+
+
+def _holding(clause: str, before: _Holding | None) -> _Holding | None:
+    """The holding a clause states, "it" and "does" being the thing of the holding ``before`` it."""
+    new = bool(re.search(r"\bnow\b", clause, re.I)) or (before is not None and before.denied)
+    denied = _DENIED_HOLDER.match(clause)
+    if denied:
+        held, role, thing = denied, denied["role"], denied["thing"]
+    else:
+        does = _DOES_HOLDER.match(clause)
+        if does and before is not None:
+            return _Holding(does["holder"], before.kind, before.head, before.scope, before.named_scope, new, False)
+        held = next((m for m in (p.match(clause) for p in _HOLDS) if m), None)
+        if held is None:
+            return None
+        role, thing = held["role"], held["thing"]
+    kind = next(_ROLE_KIND[w] for w in role.lower().split() if w in _ROLE_KIND)
+    thing = _CHANGE_WORDS.sub(" ", thing).strip(" ,.!")
+    if _PRONOUN_THING.match(thing):
+        if before is None or before.kind != kind:
+            return None
+        head, scope, named = before.head, before.scope, before.named_scope
+    else:
+        cut = _SCOPE_START.search(thing)
+        where = thing[cut.start():].strip() if cut else ""
+        head, scope, named = _thing_of(thing[:cut.start()] if cut else thing), _thing_of(where), bool(
+            _NAME_SCOPE.fullmatch(where))
+    return _Holding(held["holder"], kind, head, scope, named, new and not denied, bool(denied))
+
+
+def _holdings(text: str) -> list[_Holding]:
+    out: list[_Holding] = []
+    for sentence in _sentences(text):
+        for s, e in _clause_spans(sentence):
+            h = _holding(_LEAD_IN.sub("", sentence[s:e].strip(), count=1), out[-1] if out else None)
+            if h is not None:
+                out.append(h)
+    return out
+
+
+def _new_holder(a_text: str, b_text: str) -> str | None:
+    """One side gives a role a new holder ("Omar owns the Stripe integration for Atlas now", "Ben does
+    not own the Stripe integration anymore; Omar owns it now"), the other another holder of the same
+    role of the same thing (the same words, and the same scope or none beside a project's name)."""
+    held = {a_text: _holdings(a_text), b_text: _holdings(b_text)}
+    for x_text, y_text in ((a_text, b_text), (b_text, a_text)):
+        if _NOT_DONE.search(x_text) or _PUT_OFF.search(x_text):
+            continue
+        for x in held[x_text]:
+            if not x.new or not x.head:
+                continue
+            for y in held[y_text]:
+                if y.denied or y.kind != x.kind or y.holder.lower() == x.holder.lower() or y.head != x.head:
+                    continue
+                if x.scope == y.scope or (not (x.scope and y.scope) and (x.named_scope or y.named_scope)):
+                    return f"role handed over: {y.holder} vs {x.holder}"
+    return None
+
+
 def _handed_over(a_text: str, b_text: str) -> str | None:
     """One side hands a role over to someone ("Ownership of the billing service moved to Aisha"), the
     other gives it another holder ("Marco owns the billing service"): the same role (owning, leading,
@@ -1199,7 +1291,7 @@ def _handed_over(a_text: str, b_text: str) -> str | None:
             x_thing, y_thing = _thing_of(handed["thing"]), _thing_of(held["thing"])
             if x_thing and y_thing and (x_thing <= y_thing or y_thing <= x_thing):
                 return f"role handed over: {held['holder']} vs {handed['new']}"
-    return None
+    return _new_holder(a_text, b_text)
 
 
 def _unversioned(text: str, st: Statement, names: frozenset[str]) -> frozenset[str]:
