@@ -843,6 +843,89 @@ def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | 
     return None
 
 
+# "Atlas will launch on December 21" vs "The Atlas launch date is December 14": the date of one event,
+# told with its verb on one side and its noun on the other ("will ship on" / "the ship date is", "goes
+# live on" / "the go-live is on", "launches on" / "the launch of Atlas is on"), which share too few
+# words for the same-statement rule and move nothing for ``_rescheduled``. A whole clause only, the
+# date at its end: "will launch in the EU on ..." or "... for all customers" dates a narrower event.
+_EVENT_AUX = (r"(?:(?:will|shall|(?:is|are)\s+(?:going|set|scheduled|planned|due|slated)\s+to)\s+)?")
+_EVENT_IS = r"(?:is|will\s+be|falls\s+on|is\s+(?:set|scheduled|planned|slated)\s+for)"
+_EVENT_WHEN = rf"(?:(?:on|at)\s+)?(?:the\s+)?(?P<when>{_WHEN})\s*[.!]?\s*$"
+# (a subject of a verb or a noun: no copula, no "of"/"for", which the third form reads)
+_EVENT_SUBJECT = r"(?:(?:the|our|their)\s+)?(?P<subj>(?:(?!(?:is|are|will|of|for)\b)[\w'-]{1,40}\s+){0,3}?)"
+_NOT_EVENT = r"(?!(?:is|are|was|were|be|been|will|shall|not|date|day|also|still|now|on|at|in|of|for|by|to)\b)"
+_EVENT_DATES = (
+    # "<subject> (will) <verb> (off|live|out) on <date>"
+    re.compile(rf"^{_EVENT_SUBJECT}{_EVENT_AUX}{_NOT_EVENT}(?P<ev>[a-z]{{2,40}})(?:\s+(?P<part>off|live|out))?\s+"
+               rf"{_EVENT_WHEN}", re.I),
+    # "<subject> <noun> (date|day) is <date>"
+    re.compile(rf"^{_EVENT_SUBJECT}{_NOT_EVENT}(?P<ev>[a-z][\w-]{{1,40}})\s+(?:(?:date|day)\s+)?{_EVENT_IS}\s+"
+               rf"{_EVENT_WHEN}", re.I),
+    # "the <noun> (date) of <subject> is <date>"
+    re.compile(rf"^the\s+(?P<ev>[a-z][\w-]{{1,40}})\s+(?:(?:date|day)\s+)?(?:of|for)\s+(?:the\s+)?"
+               rf"(?P<subj>[\w'-]{{1,40}}(?:\s+[\w'-]{{1,40}}){{0,2}}?)\s+{_EVENT_IS}\s+{_EVENT_WHEN}", re.I),
+)
+
+
+def _event_stem(word: str) -> str:
+    """One stem for an event's verb and noun: "launches"/"launch", "ships"/"ship", "goes live"/"go-live",
+    "kicks off"/"kickoff", "starts"/"start"."""
+    w = word.lower().replace("-", "").replace(" ", "")
+    for verb, stem in (("goes", "go"), ("kicks", "kick")):
+        if w.startswith(verb):
+            return stem + w[len(verb):]
+    if w.endswith("ing") and len(w) > 5:
+        w = w[:-3]
+        return w[:-1] if len(w) > 2 and w[-1] == w[-2] else w
+    if re.search(r"(?:sh|ch|x|z|ss)es$", w):
+        return w[:-2]
+    return w[:-1] if w.endswith("s") and not w.endswith("ss") else w
+
+
+def _when_key(when: str) -> tuple[str, str] | None:
+    """What sort of day a date is and which: ("date", "21 dec"), ("weekday", "fri"), ("clock", ...);
+    None for a habit ("on Mondays"). A year is left out: "December 14, 2025" is "December 14"."""
+    date = _DATE_RE.search(when)
+    if date:
+        return "date", f"{int(date['d1'] or date['d2'])} {(date['m1'] or date['m2']).lower()[:3]}"
+    low = when.lower()
+    day = re.search(r"(mon|tues|wednes|thurs|fri|satur|sun)day(s?)", low)
+    if day:
+        return None if day[2] else ("weekday", day[1])
+    return ("clock" if re.search(r"am|pm|:", low) else "ordinal"), re.sub(r"\s+|st|nd|rd|th", "", low)
+
+
+def _event_dates(text: str) -> list[tuple[frozenset[str], str, tuple[str, str], str]]:
+    """The events a text dates: (subject words, event stem, day, the date as written)."""
+    out = []
+    for sentence in _sentences(text):
+        for s, e in _clause_spans(sentence):
+            clause = _LEAD_IN.sub("", sentence[s:e].strip(), count=1)
+            if _RECURRING.search(clause):
+                continue
+            for pattern in _EVENT_DATES:
+                m = pattern.match(clause)
+                key = _when_key(m["when"]) if m else None
+                if key:
+                    out.append((_thing_of(m["subj"]), _event_stem(m["ev"] + (m.groupdict().get("part") or "")),
+                                key, m["when"].strip()))
+    return out
+
+
+def _event_date(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
+    """The same event of the same subject on two days, in its verb or its noun form on either side;
+    not when one side denies it or only weighs it ("might be December 14")."""
+    if a.negated or b.negated or _NOT_DONE.search(a_text) or _NOT_DONE.search(b_text):
+        return None
+    dates_b = _event_dates(b_text) if _WHEN_MENTION.search(a_text) else []
+    for subj_a, ev_a, when_a, said_a in _event_dates(a_text) if dates_b else ():
+        for subj_b, ev_b, when_b, said_b in dates_b:
+            if (subj_a and subj_a == subj_b and ev_a == ev_b and when_a[0] == when_b[0]
+                    and when_a[1] != when_b[1]):
+                return f"different number or date for the same statement: {ev_a} {said_a} vs {said_b}"
+    return None
+
+
 # "Budget for paid ads in Q1 is 40k EUR" vs "Correction: Q1 paid ads budget is cut to 25k EUR after the
 # finance review"; "My locker code is 4417" vs "My locker code changed to 9021": one side says a value
 # of a thing changed, in other words than the statement it changes (whose shared words are too few
@@ -1254,10 +1337,15 @@ def _holdings(text: str) -> list[_Holding]:
     return out
 
 
+_ROLE_WORD = re.compile(r"\b(?:own|lead|led\b|manag)", re.I)
+
+
 def _new_holder(a_text: str, b_text: str) -> str | None:
     """One side gives a role a new holder ("Omar owns the Stripe integration for Atlas now", "Ben does
     not own the Stripe integration anymore; Omar owns it now"), the other another holder of the same
     role of the same thing (the same words, and the same scope or none beside a project's name)."""
+    if not (_ROLE_WORD.search(a_text) and _ROLE_WORD.search(b_text)):
+        return None  # (the clause reading is the cost: most pairs name no role at all)
     held = {a_text: _holdings(a_text), b_text: _holdings(b_text)}
     for x_text, y_text in ((a_text, b_text), (b_text, a_text)):
         if _NOT_DONE.search(x_text) or _PUT_OFF.search(x_text):
@@ -1365,7 +1453,7 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
         # statement with two numbers
         return None
     changed = (_changed_version(a_text, b_text, a, b) or _rescheduled(a_text, b_text, a, b)
-               or _changed_value(a_text, b_text, a, b) or _gave_up(a_text, b_text, a, b)
+               or _event_date(a_text, b_text, a, b) or _changed_value(a_text, b_text, a, b) or _gave_up(a_text, b_text, a, b)
                or _handed_over(a_text, b_text))
     if changed:
         return changed
