@@ -43,6 +43,34 @@ def test_negations_kept() -> None:
     assert "not" not in STOP_WORDS and "no" not in STOP_WORDS
 
 
+def test_words_of_the_moment_are_not_search_words() -> None:
+    # "How much is the ads budget now?" put "Ben does not own the Stripe integration anymore; Omar
+    # owns it now." first, its only link the word "now": a word any statement of a state may carry.
+    assert tokenize("How much is the ads budget now?") == ["ad", "budget"]
+    assert tokenize("Ben does not own the Stripe integration anymore; Omar owns it now.") == [
+        "ben", "not", "stripe", "integr", "omar", "own"]
+    assert tokenize("Who is currently on call?") == ["call"]
+    assert tokenize("Is Ben still on call nowadays?") == ["ben", "call"]
+    # the days a text names are search words: resolved at write time, read by the date focus
+    assert tokenize("yesterday today tonight tomorrow") == ["yesterday", "today", "tonight", "tomorrow"]
+
+
+def test_a_query_word_of_the_moment_links_to_nothing() -> None:
+    idx = TenantIndex(4)
+    idx.upsert_nodes([
+        NodeRecord(1, "Ben does not own the Stripe integration anymore; Omar owns it now.", scope=Scope.ORG),
+        NodeRecord(2, "Lunch is at noon on Fridays.", scope=Scope.ORG),
+        NodeRecord(3, "Currently the staging cluster has three nodes.", scope=Scope.ORG),
+    ])
+    got = resonate(idx, query_text="How much is the ads budget now?", allowed=np.ones(3, bool),
+                   params=ResonateParams(k=3), now_days=0.0)
+    assert got.hits == ()  # nothing stored speaks of the budget
+    idx.upsert_nodes([NodeRecord(4, "We cut the ads budget to 25k.", scope=Scope.ORG)])
+    got = resonate(idx, query_text="Who owns billing now? Is it currently Omar?", allowed=np.ones(4, bool),
+                   params=ResonateParams(k=3), now_days=0.0)
+    assert [h.node_id for h in got.hits] == [1]  # by "own" and "omar", not "now" or "currently"
+
+
 def test_duplicates_kept_for_tf() -> None:
     assert tokenize("cache cache caching") == ["cach", "cach", "cach"]
 
