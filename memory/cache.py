@@ -39,7 +39,7 @@ from collections import OrderedDict, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, date
 
 import numpy as np
 import psycopg
@@ -48,6 +48,7 @@ from django.db import connection, transaction
 from psycopg.types import TypeInfo
 
 from .engine import NodeRecord, TenantIndex
+from .engine.index import MAX_DAY_REFS
 from .engine.tokenize import stem_cache_info, tokenize
 from .engine.types import EdgeKind as EKind
 from .engine.types import NodeKind as NKind
@@ -79,7 +80,7 @@ _NODE_SQL = """
 SELECT id, text, speaker, kind, visibility, coalesce(owner_agent_id * 2 + 1, owner_user_id * 2),
        coalesce(team_id, 0), t0, lam, extract(epoch from tension_updated_at)::float8, mentions,
        session_key, seq, extract(epoch from occurred_at)::float8, embedding,
-       deleted_at IS NOT NULL OR valid_to IS NOT NULL, metadata->>'time_terms'
+       deleted_at IS NOT NULL OR valid_to IS NOT NULL, metadata->>'time_terms', time_refs
 FROM memory_node WHERE org_id = %(org)s {cond} ORDER BY id
 """
 # A node leaves the index when it is deleted or superseded (``valid_to``, set when a conflict is
@@ -161,9 +162,31 @@ def _session_int(key: str) -> int:
     return h or 1
 
 
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+
+
+def _day_refs(refs) -> tuple[tuple[int, int], ...]:
+    """The days a node's text refers to (``Node.time_refs``, resolved against the turn's time when
+    it was written: "yesterday" on the 20th is the 19th) as the engine's (first, last) day counts.
+    Rows are not validated on the way in (an import takes any JSON), so an entry that is not a
+    ``{start, end}`` of ISO dates is skipped rather than failing every catch-up of the org. Most
+    rows have none, and cost one test here."""
+    if not refs or not isinstance(refs, list):
+        return ()
+    out = []
+    for ref in refs[:MAX_DAY_REFS]:
+        try:
+            first = date.fromisoformat(ref["start"][:10]).toordinal() - _EPOCH_ORDINAL
+            last = date.fromisoformat((ref.get("end") or ref["start"])[:10]).toordinal() - _EPOCH_ORDINAL
+        except (TypeError, KeyError, ValueError, AttributeError):
+            continue
+        out.append((first, last))
+    return tuple(out)
+
+
 def _record(row) -> NodeRecord:
     (nid, text, speaker, kind, vis, owner, team, t0, lam, t_upd, mentions, skey, seq, occ, emb,
-     gone, time_terms) = row
+     gone, time_terms, time_refs) = row
     occ_days = (occ / 86400.0) if occ is not None else float("nan")
     from datetime import datetime
 
@@ -174,6 +197,7 @@ def _record(row) -> NodeRecord:
         node_id=nid, text=text, kind=KIND[kind], owner_key=owner, team_id=team, scope=SCOPE[vis],
         t0=t0, lam=lam, last_updated=t_upd / 86400.0, mentions=mentions, session_key=_session_int(skey),
         seq=seq, occurred_at=occ_days, vector=vec, tokens=tokenize(doc), speaker=speaker or "",
+        day_refs=_day_refs(time_refs),
     ), gone
 
 

@@ -47,7 +47,15 @@ _COLUMNS: dict[str, tuple[Any, Any]] = {
     "speaker_id": (np.int32, 0),
     "has_time": (np.bool_, False),
     "asks": (np.bool_, False),
+    # Where the node's day references start in the ``_ref_*`` entries, and how many it has.
+    "ref_at": (np.int32, 0),
+    "ref_n": (np.uint8, 0),
 }
+# A text's first day references only (the write path keeps 64 time mentions, see
+# text.MAX_TIME_MENTIONS; an import may carry any list): a memory naming hundreds of days is a
+# list, not a statement of when something happened.
+MAX_DAY_REFS = 64
+_I32 = np.iinfo(np.int32)
 _RECORD_COLUMNS = (
     "kind",
     "owner_key",
@@ -85,6 +93,16 @@ class TenantIndex:
         self.windows = ContextWindows(k1=bm25_k1, b=bm25_b)
         self.vectors = VectorIndex(self.dim, **dict(vector_opts or {}))
         self.graph = Graph(0, **dict(graph_opts or {}))
+        # The days nodes' texts refer to, one entry per (node, first day, last day): a flat list
+        # rather than per-node lists, so the date focus tests them all in one vectorised pass. Few
+        # nodes have any (a turn rarely names a day), so an entry list costs far less than a column
+        # pair per node and holds every reference of a node, not just one. An updated node's old
+        # entries are overwritten in place when the new ones fit, else marked dead (node -1) and
+        # dropped by ``compact``.
+        self._ref_node = GrowArray(np.int32, fill=-1)
+        self._ref_first = GrowArray(np.int32)
+        self._ref_last = GrowArray(np.int32)
+        self._ref_dead = 0
 
     # -- columns ------------------------------------------------------------
     @property
@@ -174,6 +192,8 @@ class TenantIndex:
                 for name in _RECORD_COLUMNS:
                     view[name][pos] = getattr(rec, name)
                 view["speaker_id"][pos] = self.speaker_id(rec.speaker, create=True)
+                if len(rec.day_refs) or view["ref_n"][pos]:
+                    self._set_day_refs(pos, rec.day_refs, view)
                 view["has_time"][pos] = has_time_expression(self.texts[pos])
                 view["asks"][pos] = asks_only(self.texts[pos])
                 if rec.vector is not None:
@@ -195,6 +215,66 @@ class TenantIndex:
             self.vectors.mark_missing(np.asarray(missing, dtype=np.int64))
         self.graph.grow(self.n)
         return locals_out
+
+    def _set_day_refs(self, pos: int, refs, view: dict[str, np.ndarray]) -> None:
+        """Replace node ``pos``'s day references with ``refs`` (valid pairs only, first ones kept)."""
+        pairs: list[tuple[int, int]] = []
+        for ref in refs:
+            if len(pairs) >= MAX_DAY_REFS:
+                break
+            try:
+                first, last = int(ref[0]), int(ref[1])
+            except (TypeError, ValueError, IndexError, OverflowError):
+                continue
+            if _I32.min <= first <= last <= _I32.max:
+                pairs.append((first, last))
+        at, n_old = int(view["ref_at"][pos]), int(view["ref_n"][pos])
+        node, lo, hi = self._ref_node.view, self._ref_first.view, self._ref_last.view
+        if n_old and len(pairs) == n_old and pairs == list(zip(lo[at:at + n_old].tolist(),
+                                                               hi[at:at + n_old].tolist(), strict=True)):
+            return  # the common update (a recall folded in, a catch-up re-reading the row): unchanged
+        if len(pairs) <= n_old:  # fits where the old ones were
+            k = len(pairs)
+            if k:
+                lo[at:at + k], hi[at:at + k] = zip(*pairs, strict=True)
+            node[at + k:at + n_old] = -1
+            self._ref_dead += n_old - k
+            view["ref_n"][pos] = k
+            return
+        node[at:at + n_old] = -1
+        self._ref_dead += n_old
+        start = len(self._ref_node)
+        self._ref_node.extend(np.full(len(pairs), pos, dtype=np.int32))
+        self._ref_first.extend([p[0] for p in pairs])
+        self._ref_last.extend([p[1] for p in pairs])
+        view["ref_at"][pos] = start
+        view["ref_n"][pos] = len(pairs)
+
+    def day_refs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(local, first day, last day) of every day reference of the nodes (deleted ones included:
+        callers mask by visibility), in no particular order; views, do not write through them."""
+        node = self._ref_node.view
+        if not self._ref_dead:
+            return node, self._ref_first.view, self._ref_last.view
+        live = node >= 0
+        return node[live], self._ref_first.view[live], self._ref_last.view[live]
+
+    def _compact_day_refs(self) -> None:
+        if not self._ref_dead:
+            return
+        node = self._ref_node.view
+        live = node >= 0
+        new_pos = np.cumsum(live, dtype=np.int64) - 1  # each live entry's place after the drop
+        owners = self._cols["ref_n"].view > 0
+        at = self._cols["ref_at"].view
+        at[owners] = new_pos[at[owners]]
+        for name in ("_ref_node", "_ref_first", "_ref_last"):
+            old: GrowArray = getattr(self, name)
+            kept = old.view[live]
+            new = GrowArray(old.dtype, capacity=kept.size, fill=-1 if name == "_ref_node" else 0)
+            new.extend(kept)
+            setattr(self, name, new)
+        self._ref_dead = 0
 
     def _refresh_seed_until(self, locs: np.ndarray) -> None:
         c = self._cols
@@ -243,6 +323,7 @@ class TenantIndex:
         re-indexed as its session grew): less memory, shorter posting scans. Scores unchanged."""
         self.bm25.compact()
         self.windows.bm25.compact()
+        self._compact_day_refs()
 
     def dead_fraction(self) -> float:
         """Share of posting slots that are dead, over the lexical indexes (0 = compact)."""
@@ -348,6 +429,7 @@ class TenantIndex:
             + self.windows.nbytes()
             + self.vectors.nbytes()
             + self.graph.nbytes
+            + self._ref_node.nbytes + self._ref_first.nbytes + self._ref_last.nbytes
         )
 
     @staticmethod
@@ -358,8 +440,8 @@ class TenantIndex:
         unbuilt instead of building it to find out. It counts what every node costs whatever its
         text: the node columns, its float32 vector row, the CSR row pointer, the id maps, the texts'
         object headers and, for live nodes, the slots of both lexical indexes and the windows' maps.
-        Postings, vocabulary, edges, the text itself and an HNSW graph come on top (on conversation
-        turns the built index is ~1.5x this)."""
+        Postings, vocabulary, edges, the text itself, day references and an HNSW graph come on top
+        (on conversation turns the built index is ~1.5x this)."""
         n = max(int(nodes), 0)
         live_n = n if live is None else min(max(int(live), 0), n)
         per_node = (sum(np.dtype(dt).itemsize for dt, _ in _COLUMNS.values())  # columns

@@ -529,7 +529,8 @@ def _date_focus(index, query_text, now_days, seedable, params):
     """Seedable nodes that happened on a day or in a week the query names (None: it names none).
 
     Times resolve against today (from ``now_days``), so "last Tuesday" is the Tuesday before now;
-    a node's time is its ``occurred_at`` (UTC days). A day named without its year ("what did we
+    a node's times are its ``occurred_at`` (UTC days) and the days its text refers to
+    (``TenantIndex.day_refs``), each of those inside the named days. A day named without its year ("what did we
     decide on March 5?") is that day in every year: resolved against today it is the nearest
     March 5, which in December is next year's, and a question about memory asks about the past."""
     if not query_text or not math.isfinite(now_days):
@@ -543,12 +544,26 @@ def _date_focus(index, query_text, now_days, seedable, params):
         return None
     occ = index.col("occurred_at")
     inside = np.zeros(index.n, dtype=bool)
+    ref_node, ref_first, ref_last = index.day_refs()
+    one_day = ref_md = None
+    if ref_node.size and any(m.yearless for m in mentions):
+        one_day = ref_first == ref_last
+        ref_md = _month_day(ref_first.astype(np.float64))
     with np.errstate(invalid="ignore"):  # NaN (no time) compares False
         for m in mentions:
             if m.yearless:
-                inside |= _month_day(occ) == m.start.month * 100 + m.start.day
+                md = m.start.month * 100 + m.start.day
+                inside |= _month_day(occ) == md
+                if ref_md is not None:
+                    inside[ref_node[one_day & (ref_md == md)]] = True
             else:
-                inside |= (occ >= (m.start - _EPOCH).days) & (occ < (m.end - _EPOCH).days + 1)
+                lo, hi = (m.start - _EPOCH).days, (m.end - _EPOCH).days + 1
+                inside |= (occ >= lo) & (occ < hi)
+                if ref_node.size:
+                    # A text that speaks of days inside the named ones ("yesterday I fixed the
+                    # retry bug", written the day after): what it says happened then. Containment,
+                    # not overlap: "last week" does not put a text on every day of that week.
+                    inside[ref_node[(ref_first >= lo) & (ref_last < hi)]] = True
     return inside & seedable
 
 

@@ -7,6 +7,7 @@ Django layer (or serialised) without dragging engine internals along.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Literal
@@ -73,6 +74,9 @@ class NodeRecord:
     update); an empty array marks the vector as missing explicitly (embedder
     failed), so the node is never returned by the vector channel.
     ``tokens``: pre-tokenised text; ``None`` means tokenise ``text`` here.
+    ``day_refs``: the days the text itself refers to ("yesterday I fixed it" written on the 20th:
+    the 19th), as ``(first, last)`` UTC day counts since the epoch, both inclusive; the date focus
+    reads them beside ``occurred_at``. Always the node's whole set (an update replaces it).
     """
 
     node_id: int
@@ -91,6 +95,7 @@ class NodeRecord:
     vector: np.ndarray | None = None
     tokens: list[str] | None = None
     speaker: str = ""
+    day_refs: Sequence[tuple[int, int]] = ()
 
 
 @dataclass(frozen=True, slots=True)

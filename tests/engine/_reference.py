@@ -230,23 +230,34 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
             wc2 = {j: window_cos2(j) for i in pool for j in windows[i] if seedable[j]}
             wc2 = {j: v for j, v in wc2.items() if not math.isnan(v)}
             channels.append((_tie_sorted(wc2, COSINE_TIE_ABS)[: params.n_wvec], params.w_vprf))
-    # Date focus: the seedable nodes that happened on the day(s)/week(s) the query names.
+    # Date focus: the seedable nodes that happened on the day(s)/week(s) the query names, or whose
+    # text refers to days within them.
     in_dates: set[int] = set()
     named = False
     if params.w_date > 0 and query_text and math.isfinite(now):
         epoch = date(1970, 1, 1)
         occ = index.col("occurred_at")
+        # The days each node's text refers to, as whole date ranges.
+        refs: dict[int, list[tuple[date, date]]] = {}
+        for i, first, last in zip(*(a.tolist() for a in index.day_refs()), strict=True):
+            refs.setdefault(i, []).append((epoch + timedelta(days=first), epoch + timedelta(days=last)))
         for m in resolve_times(query_text, epoch + timedelta(days=math.floor(now))):
             if (m.end - m.start).days >= params.date_max_span_days:
                 continue
             named = True
-            if m.yearless:  # that month and day in any year
-                in_dates |= {i for i in range(n) if seedable[i] and not math.isnan(occ[i])
-                             and (d := epoch + timedelta(days=math.floor(occ[i]))).month == m.start.month
-                             and d.day == m.start.day}
-                continue
-            lo, hi = (m.start - epoch).days, (m.end - epoch).days + 1
-            in_dates |= {i for i in range(n) if seedable[i] and not math.isnan(occ[i]) and lo <= occ[i] < hi}
+            for i in range(n):
+                if not seedable[i]:
+                    continue
+                if m.yearless:  # that month and day in any year
+                    days = [] if math.isnan(occ[i]) else [epoch + timedelta(days=math.floor(occ[i]))]
+                    days += [a for a, b in refs.get(i, []) if a == b]  # a reference to that one day
+                    if any((d.month, d.day) == (m.start.month, m.start.day) for d in days):
+                        in_dates.add(i)
+                    continue
+                lo, hi = (m.start - epoch).days, (m.end - epoch).days + 1
+                if (not math.isnan(occ[i]) and lo <= occ[i] < hi) or any(
+                        m.start <= a and b <= m.end for a, b in refs.get(i, [])):
+                    in_dates.add(i)
     if in_dates:
         ids = sorted(in_dates)
         score = _rank_recip({i: lex[i] if lex[i] > 0 else math.nan for i in ids}, 60)

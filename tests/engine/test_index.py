@@ -165,3 +165,50 @@ def test_rebuild_gives_identical_results() -> None:
     key = [[(h.node_id, h.score, h.explanation.path) for h in r.hits] for r in results]
     assert key[0] == key[1] == key[2]
     assert len(key[0]) == 20
+
+
+def _refs_of(idx: TenantIndex) -> dict[int, list[tuple[int, int]]]:
+    out: dict[int, list[tuple[int, int]]] = {}
+    nid = idx.col("node_id")
+    for loc, first, last in zip(*(a.tolist() for a in idx.day_refs()), strict=True):
+        out.setdefault(int(nid[loc]), []).append((first, last))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def test_day_refs_follow_updates_and_compaction() -> None:
+    idx = TenantIndex(4)
+    idx.upsert_nodes([NodeRecord(1, "a", day_refs=[(10, 10), (12, 18)]), NodeRecord(2, "b"),
+                      NodeRecord(3, "c", day_refs=[(5, 5)])])
+    assert _refs_of(idx) == {1: [(10, 10), (12, 18)], 3: [(5, 5)]}
+    size = idx.nbytes()
+    idx.upsert_nodes([NodeRecord(1, "a", day_refs=[(10, 10), (12, 18)])])  # read again unchanged
+    assert len(idx._ref_node) == 3 and idx.nbytes() == size
+    idx.upsert_nodes([NodeRecord(1, "a", day_refs=[(11, 11)])])  # fewer: in place
+    idx.upsert_nodes([NodeRecord(2, "b", day_refs=[(1, 1), (2, 2)])])  # first ones: appended
+    idx.upsert_nodes([NodeRecord(3, "c", day_refs=[(6, 6), (7, 9)])])  # more than it had: moved
+    assert _refs_of(idx) == {1: [(11, 11)], 2: [(1, 1), (2, 2)], 3: [(6, 6), (7, 9)]}
+    idx.upsert_nodes([NodeRecord(2, "b")])  # none any more
+    assert _refs_of(idx) == {1: [(11, 11)], 3: [(6, 6), (7, 9)]}
+    assert len(idx._ref_node) == 7
+    idx.compact()
+    assert len(idx._ref_node) == 3 and _refs_of(idx) == {1: [(11, 11)], 3: [(6, 6), (7, 9)]}
+    idx.upsert_nodes([NodeRecord(3, "c", day_refs=[(8, 8)]), NodeRecord(1, "a", day_refs=[(11, 11), (20, 20)])])
+    assert _refs_of(idx) == {1: [(11, 11), (20, 20)], 3: [(8, 8)]}  # offsets right after compaction
+
+
+def test_day_refs_keep_only_valid_pairs_and_the_first_ones() -> None:
+    from memory.engine.index import MAX_DAY_REFS
+
+    idx = TenantIndex(4)
+    bad = [(3, 2), ("x", 1), (None, None), (1,), (2**40, 2**40), (-5, -5)]
+    idx.upsert_nodes([NodeRecord(1, "a", day_refs=bad), NodeRecord(2, "b", day_refs=[(d, d) for d in range(500)])])
+    refs = _refs_of(idx)
+    assert refs[1] == [(-5, -5)]
+    assert refs[2] == [(d, d) for d in range(MAX_DAY_REFS)]
+    plain = TenantIndex(4)
+    plain.upsert_nodes([NodeRecord(1, "a"), NodeRecord(2, "b")])
+    def entries(ix: TenantIndex) -> int:
+        return ix._ref_node.nbytes + ix._ref_first.nbytes + ix._ref_last.nbytes
+
+    assert entries(idx) >= 12 * (1 + MAX_DAY_REFS)
+    assert idx.nbytes() - plain.nbytes() == entries(idx) - entries(plain)  # counted in nbytes

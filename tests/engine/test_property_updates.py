@@ -1,4 +1,4 @@
-"""Property tests: random small tenants, mutated (visibility change, text change, re-embed, delete,
+"""Property tests: random small tenants, mutated (visibility, text and day-reference changes, re-embed, delete,
 undelete, duplicate edges, self-loops, edges to deleted nodes), must rank as the dense reference
 does, and exactly as an index rebuilt from the final rows does."""
 
@@ -31,6 +31,7 @@ def _record(rng: np.random.Generator, nid: int, seq: int) -> NodeRecord:
         vector=None if rng.random() < 0.2 else rng.normal(size=DIM),
         session_key=int(rng.integers(0, 3)),
         seq=seq,
+        day_refs=[(d, d + int(rng.choice([0, 0, 6]))) for d in rng.integers(0, 13, int(rng.choice([0, 0, 1, 3])))],
     )
 
 
@@ -87,13 +88,14 @@ def _rebuild(rows, deleted, edges) -> TenantIndex:
     k=st.sampled_from([1, 3, 100]),
     owner=st.integers(1, 2),
     with_vec=st.booleans(),
+    when=st.sampled_from(["", " yesterday", " last week", " on 9 January"]),  # days the texts refer to
 )
-def test_mutated_tenant_matches_reference_and_rebuild(seed, n, n_ops, depth, k, owner, with_vec) -> None:
+def test_mutated_tenant_matches_reference_and_rebuild(seed, n, n_ops, depth, k, owner, with_vec, when) -> None:
     rng = np.random.default_rng(seed)
     idx, rows, deleted, edges = _build(rng, n, n_ops)
     params = ResonateParams(depth=depth, k=k, n_lex=5, n_vec=5, n_win=5, n_wvec=5, max_activated=6)
     allowed = idx.visibility_mask(owner_keys=[owner], team_ids=[1])
-    q = " ".join(rng.choice(WORDS, size=2))
+    q = " ".join(rng.choice(WORDS, size=2)) + when
     qvec = rng.normal(size=DIM) if with_vec else None
     got = resonate(idx, query_text=q, query_vec=qvec, allowed=allowed, params=params, now_days=12.0)
     ids = [h.node_id for h in got.hits]

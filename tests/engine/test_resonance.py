@@ -32,6 +32,11 @@ def _random_index(rng: np.random.Generator, n: int = 40, m: int = 90, dim: int =
         words = list(rng.choice(WORDS, size=int(rng.integers(2, 7))))
         if rng.random() < 0.2:
             words.append("yesterday")  # a resolvable time expression
+        refs = []
+        if occurred and rng.random() < 0.35:  # days the text speaks of: single days, short and long spans
+            for _ in range(int(rng.integers(1, 3))):
+                first = int(rng.choice(days)) if days else int(rng.integers(-1, 13))
+                refs.append((first, first + int(rng.choice([0, 0, 0, 1, 6, 20]))))
         recs.append(
             NodeRecord(
                 node_id=1000 + i,
@@ -48,6 +53,7 @@ def _random_index(rng: np.random.Generator, n: int = 40, m: int = 90, dim: int =
                 session_key=int(rng.integers(0, 3)),
                 seq=i,
                 occurred_at=when,
+                day_refs=refs,
             )
         )
     idx.upsert_nodes(recs)
@@ -553,3 +559,35 @@ def test_the_time_bonus_goes_only_to_dated_memories_that_share_a_word_with_the_q
     assert with_bonus[12] == pytest.approx(without[12])
     assert with_bonus[13] > without[13]  # dated and about the payments api
     assert with_bonus[10] == pytest.approx(without[10])  # undated
+
+
+def test_a_named_day_brings_what_a_text_says_happened_that_day() -> None:
+    # "Yesterday I fixed the webhook retry bug", written on 20 November, is about the 19th (its
+    # resolved reference); a line merely written on the 19th came first when only occurred_at counted.
+    d19, d20 = _day(2026, 11, 19), _day(2026, 11, 20)
+    idx = TenantIndex(4)
+    idx.upsert_nodes([
+        NodeRecord(1, "Yesterday I fixed the webhook retry bug.", speaker="Ben", scope=Scope.ORG,
+                   occurred_at=d20 + 0.4, day_refs=[(d19, d19)]),
+        NodeRecord(2, "Lunch order is in, pizza again.", speaker="Ben", scope=Scope.ORG, occurred_at=d19 + 0.5),
+        NodeRecord(3, "Last week was busy with the billing audit.", speaker="Ben", scope=Scope.ORG,
+                   occurred_at=d20 + 0.6, day_refs=[(d19 - 3, d19 + 3)]),  # a week: not on the 19th
+        NodeRecord(4, "Standup moved to 10am.", speaker="Ann", scope=Scope.ORG, occurred_at=d20 + 0.7),
+    ])
+    allowed = np.ones(idx.n, dtype=bool)
+    now = _day(2026, 11, 26) + 0.5
+    got = resonate(idx, query_text="What did Ben fix on November 19?", allowed=allowed,
+                   params=ResonateParams(k=4), now_days=now)
+    by_id = {h.node_id: h for h in got.hits}
+    assert got.hits[0].node_id == 1, [(h.node_id, h.text) for h in got.hits]
+    assert by_id[1].explanation.channels["date"] is not None
+    assert by_id[2].explanation.channels["date"] is not None  # written that day: still of that day
+    assert 3 not in by_id or by_id[3].explanation.channels["date"] is None
+    # A day named without its year finds a reference to that one day too.
+    yearless = resonate(idx, query_text="What happened on 19 November?", allowed=allowed,
+                        params=ResonateParams(k=4), now_days=now)
+    assert {h.node_id for h in yearless.hits if h.explanation.channels["date"] is not None} == {1, 2}
+    # Last week (16-22 November, asked on the 26th) holds every one of those days, the week's too.
+    week = resonate(idx, query_text="What did we do last week?", allowed=allowed,
+                    params=ResonateParams(k=4), now_days=now)
+    assert {h.node_id for h in week.hits if h.explanation.channels["date"] is not None} == {1, 2, 3, 4}

@@ -14,7 +14,7 @@ A, B = "plumless", "buckeroo"
 
 
 def _row(nid: int, text: str, skey: str, seq: int):
-    return (nid, text, "", "leaf", "org", 3, 0, 1.0, 0.01, 0.0, 0, skey, seq, 0.0, None, False, None)
+    return (nid, text, "", "leaf", "org", 3, 0, 1.0, 0.01, 0.0, 0, skey, seq, 0.0, None, False, None, [])
 
 
 def test_colliding_crc32_keys_stay_distinct_sessions() -> None:
