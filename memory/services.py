@@ -439,6 +439,13 @@ def record_recall(*, node_ids: Sequence[int]) -> None:
 RECALL_FLUSH_CHUNK = 20_000
 RECALL_FLUSH_LOCK = 0x4E594C5245434C  # pg advisory lock key: one flush at a time per database
 
+# A node that is the older side of an open conflict (``reflection.Conflict``: the other node
+# happened later, as ``assets.context`` orders the two) is not reinforced: its mentions and decay
+# clock stay, only ``last_recalled_at`` moves. Agents recall both sides of a correction; counted,
+# the stale statement gained tension from every recall ("the ads budget is 40k", recalled 19 times,
+# reached 2.0 and outranked "we cut the ads budget to 25k" at 1.4). Two probes per recalled node
+# in the flush's one statement, each through the foreign-key index of node_a or node_b, so a flush
+# costs the same round trips as before and nothing is asked per request.
 _FLUSH_RECALLS = """
 WITH gone AS (
     DELETE FROM memory_recallmark
@@ -448,19 +455,27 @@ WITH gone AS (
     SELECT node_id, count(*) AS n, max(at) AS at FROM gone GROUP BY node_id
 ), applied AS (
     -- Rows locked in id order, as a writer touching many nodes would, so the two cannot deadlock.
-    SELECT p.node_id, p.n, p.at FROM per_node p JOIN memory_node m ON m.id = p.node_id
+    SELECT p.node_id, p.n, p.at,
+           EXISTS (SELECT 1 FROM {conflict} c JOIN memory_node o ON o.id = c.node_b_id
+                   WHERE c.node_a_id = m.id AND c.status = %(open)s AND o.occurred_at > m.occurred_at)
+           OR EXISTS (SELECT 1 FROM {conflict} c JOIN memory_node o ON o.id = c.node_a_id
+                      WHERE c.node_b_id = m.id AND c.status = %(open)s AND o.occurred_at > m.occurred_at)
+           AS disputed
+    FROM per_node p JOIN memory_node m ON m.id = p.node_id
     ORDER BY p.node_id FOR NO KEY UPDATE OF m
 ), updated AS (
     UPDATE memory_node m
-    SET mentions = m.mentions + a.n,
+    SET mentions = m.mentions + CASE WHEN a.disputed THEN 0 ELSE a.n END,
         last_recalled_at = greatest(m.last_recalled_at, a.at),
-        -- Recall restarts the decay clock: a memory in use should not fade.
-        tension_updated_at = greatest(m.tension_updated_at, a.at)
+        -- Recall restarts the decay clock: a memory in use should not fade (unless disputed).
+        tension_updated_at = CASE WHEN a.disputed THEN m.tension_updated_at
+                                  ELSE greatest(m.tension_updated_at, a.at) END
     FROM applied a
     WHERE m.id = a.node_id
-    RETURNING 1
+    RETURNING a.disputed
 )
-SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM updated)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM updated),
+       (SELECT count(*) FROM updated WHERE disputed)
 """
 
 
@@ -469,25 +484,31 @@ class RecallFlush:
     marks: int  # recall marks consumed (marks of deleted nodes included)
     nodes: int  # node rows updated
     skipped: bool = False  # another flush held the lock
+    disputed: int = 0  # of those, older sides of an open conflict: not reinforced
 
 
 def flush_recalls(*, chunk: int = RECALL_FLUSH_CHUNK) -> RecallFlush:
     """Fold buffered recall marks into their nodes: per node, mentions += its marks and the clocks
-    move to its latest mark. Chunks of ``chunk`` marks, each its own transaction, so a backlog
-    (beat down for a day) does not become one huge one. A mark is deleted in the same statement
+    move to its latest mark, except for the older side of an open conflict (only its
+    ``last_recalled_at`` moves, see ``_FLUSH_RECALLS``). Chunks of ``chunk`` marks, each its own
+    transaction, so a backlog (beat down for a day) does not become one huge one. A mark is deleted in the same statement
     that applies it: a failed flush leaves it for the next, and none counts twice."""
-    marks = nodes = 0
+    from reflection.models import Conflict
+
+    sql = _FLUSH_RECALLS.format(conflict=Conflict._meta.db_table)
+    marks = nodes = disputed = 0
     while True:
         with transaction.atomic(), connection.cursor() as cur:
             cur.execute("SELECT pg_try_advisory_xact_lock(%s)", [RECALL_FLUSH_LOCK])
             if not cur.fetchone()[0]:
-                return RecallFlush(marks=marks, nodes=nodes, skipped=True)
-            cur.execute(_FLUSH_RECALLS, {"chunk": chunk})
-            batch, updated = cur.fetchone()
+                return RecallFlush(marks=marks, nodes=nodes, skipped=True, disputed=disputed)
+            cur.execute(sql, {"chunk": chunk, "open": Conflict.Status.OPEN.value})
+            batch, updated, held = cur.fetchone()
             marks += batch
             nodes += updated
+            disputed += held
         if batch < chunk:
-            return RecallFlush(marks=marks, nodes=nodes)
+            return RecallFlush(marks=marks, nodes=nodes, disputed=disputed)
 
 
 RECALL_BACKLOG_COUNT_CAP = 10_000
