@@ -86,7 +86,11 @@ def test_llm_outage_mid_run_and_recovery(world, client_for, celery_worker_proces
     assert s.id in services.tick()["abstract"]
     assert poll(lambda: MemorySession.objects.get(pk=s.pk).abstraction_status == "done", 60)
     assert Node.objects.filter(kind="fact", session_key="w1").count() == 4
-    assert llm_mod.llm_state(org)["status"] == "ok"
+    # The abstraction's own state is ok again. The LLM as a whole may stay degraded: w2's conflict
+    # check may have called the judge during the outage (when, depends on the worker's timing), and a
+    # kind stays degraded until work of that kind succeeds again (reflection.llm.llm_state).
+    state = llm_mod.llm_state(org)
+    assert state["tasks"]["abstract"]["status"] == "ok" and "abstract" not in state.get("degraded_tasks", [])
 
 
 def test_kill_9_with_tasks_in_flight_loses_and_duplicates_nothing(world, client_for, celery_worker_process,
