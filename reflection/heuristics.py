@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
 from memory.engine.text import MONTH_NAMES, resolve_times
 
@@ -465,10 +466,11 @@ def statement(text: str, entities: list[str] | tuple[str, ...] = ()) -> Statemen
 
 def _denies_a_detail_of(denial: Statement, claim: Statement) -> bool:
     """"We never deploy on Fridays" against "We deploy on Fridays at 14:00 after the freeze": the
-    denial's every word, number and place is in the claim, which only adds detail. Three words at
-    least: "I don't know" is contained in too many statements to deny any of them."""
+    denial's every word, number, place and identifier is in the claim, which only adds detail ("the
+    password is not orchid77" denies no detail of "the password is tulip42"). Three words at least: "I
+    don't know" is contained in too many statements to deny any of them."""
     return (len(denial.core) >= 3 and denial.core <= claim.core and len(denial.core) * 2 >= len(claim.core)
-            and denial.numbers <= claim.numbers and denial.places <= claim.places)
+            and denial.numbers <= claim.numbers and denial.places <= claim.places and denial.idents <= claim.idents)
 
 
 def _ident_kind(name: str) -> str:
@@ -501,20 +503,50 @@ def _ident_neighbours(text: str, idents: frozenset[str]) -> set[str]:
 _IS_SLOT = re.compile(r"\b(?:is|are|was|were)\s+(?:(?:now|currently|still)\s+)?|[:=]\s*", re.I)
 
 
-def _value_idents(text: str, idents: frozenset[str]) -> frozenset[str]:
-    """The identifiers the text gives as a value of what it speaks of: right after a copula, a colon
-    or a change to it ("... is PX-7781", "... changed to PX-9902", "rotated ... to whsec-9051"); not
-    one the statement opens with or puts after a preposition ("Ticket PX-7781 is closed", "the fix
-    for PX-7781")."""
-    if not idents:
-        return frozenset()
-    out = set()
-    for pattern in (_IS_SLOT, _VALUE_CHANGE):
-        for m in pattern.finditer(text):
+@lru_cache(maxsize=64)  # read by _other_referents and _other_value, of both sides of each pair
+def _value_idents(text: str, idents: frozenset[str]) -> tuple[tuple[str, frozenset[str]], ...]:
+    """The identifiers the text gives as a value, each with the words of what it is the value of:
+    right after a copula, a colon or a change to it ("The PagerDuty escalation code is PX-7781" →
+    pagerduty, escalation, code; "... changed to PX-9902", "rotated ... to whsec-9051"); not one the
+    statement opens with or puts after a preposition ("Ticket PX-7781 is closed", "the fix for
+    PX-7781"). The first few only: a text is one statement or two."""
+    out: dict[str, frozenset[str]] = {}
+    read = 0  # each costs a statement of the whole text: "is now orchid77" x 500 is not 500 values
+    for pattern in (_IS_SLOT, _VALUE_CHANGE) if idents else ():
+        for m in pattern.finditer(text) if read < 4 else ():
             tok = _Y_TOKEN.match(text, m.end())
-            if tok and (t := tok.group(0).rstrip(".,:;").lower()) in idents:
-                out.add(t)
-    return frozenset(out)
+            if not tok or (t := tok.group(0).rstrip(".,:;").lower()) not in idents or t in out:
+                continue
+            # the statement without the copula or the change and without the value: what has the value
+            rest = f"{text[:m.start()]} {m.groupdict().get('obj') or ''} {text[tok.end():]}"
+            thing = frozenset(statement(rest).core - _NOT_THING)
+            if len(thing) >= 2:  # "the code", "the fix" alone are too general to be one thing
+                out[t] = thing
+            read += 1
+            if read >= 4:
+                break
+    return tuple(out.items())
+
+
+def _values_of_one_thing(a_text: str, b_text: str, a: Statement, b: Statement) -> tuple[set[str], set[str]]:
+    """The identifiers each side gives as the value of a thing the other gives one too."""
+    vals_a, vals_b = _value_idents(a_text, a.idents), _value_idents(b_text, b.idents)
+    things_a, things_b = {thing for _, thing in vals_a}, {thing for _, thing in vals_b}
+    return ({t for t, thing in vals_a if thing in things_b}, {t for t, thing in vals_b if thing in things_a})
+
+
+def _other_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
+    """"The office wifi password is tulip42" vs "The office wifi password is orchid77": one thing
+    given two letters-and-digits values, which the same-statement rule does not read (they are no
+    numbers)."""
+    if a.negated or b.negated:
+        return None
+    vals_b = _value_idents(b_text, b.idents)
+    for va, thing in _value_idents(a_text, a.idents) if vals_b else ():
+        for vb, other in vals_b:
+            if thing == other and va != vb:
+                return f"different value for the same statement: {va} vs {vb}"
+    return None
 
 
 def _other_referents(a_text: str, b_text: str, a: Statement, b: Statement) -> bool:
@@ -523,10 +555,12 @@ def _other_referents(a_text: str, b_text: str, a: Statement, b: Statement) -> bo
     the same word ("the SOC2 audit" vs "the ISO27001 audit"). Other letters-and-digits words are
     detail of one side, not another referent: "The Q4 release freeze starts December 14" and "the
     release freeze now starts December 7 for the SOC2 audit" speak of one freeze. Nor is an
-    identifier given as a value (``_value_idents``): "the PagerDuty escalation code is PX-7781" and
-    "... changed to PX-9902" are one code's two values, which the value rules compare."""
-    only_a = a.idents - b.idents - _value_idents(a_text, a.idents)
-    only_b = b.idents - a.idents - _value_idents(b_text, b.idents)
+    identifier given as the value of a thing the other gives a value too (``_value_idents``): "the
+    PagerDuty escalation code is PX-7781" and "... changed to PX-9902" are one code's two values,
+    which the value rules compare; "the Opsgenie escalation code changed to PX-9902" is another code."""
+    values_a, values_b = _values_of_one_thing(a_text, b_text, a, b)
+    only_a = a.idents - b.idents - values_a
+    only_b = b.idents - a.idents - values_b
     if not only_a or not only_b:
         return False
     if {_ident_kind(x) for x in only_a} & {_ident_kind(y) for y in only_b}:
@@ -1050,6 +1084,8 @@ def _changed_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str 
         new = {n for n in statement(after).numbers if 0 <= after.lower().find(n) < 12}  # the value the change names
         first = _Y_TOKEN.match(after)
         if first and _IDENT_VALUE.fullmatch(value := first.group(0).rstrip(".,:;").lower()) and not _NUM.match(value):
+            if change.group(0).lower().startswith("mov"):
+                continue  # moved "to vault-2", "to eu-west-1": to a place, not a value
             new = {value}  # "is now orchid77", "changed to PX-9902" (not the 2 of "us-east-2")
         if len(thing) < 2 or not new:
             continue
@@ -1240,8 +1276,12 @@ def _other_actors(a_text: str, b_text: str, a: Statement, b: Statement) -> bool:
     if not all(_HOLDS_ROLE.match(t, end) for t, end in ((a_text, end_a), (b_text, end_b))):
         return True
     # ... of one thing: "Ben owns the Stripe integration" and "Omar owns the Adyen integration now" hold
-    # the same role of two things, whose names beside the holders differ
-    return _differ(a.places - actors_a, b.places - actors_b)
+    # the same role of two things, whose names beside the holders differ, as do "Luis owns the checkout
+    # service" and "Omar owns the checkout service docs", whose things held differ
+    if _differ(a.places - actors_a, b.places - actors_b):
+        return True
+    held_a, held_b = _holdings(a_text), _holdings(b_text)
+    return bool(held_a and held_b and held_a[0].head != held_b[0].head)
 
 
 # "Marco owns the billing service" vs "Ownership of the billing service moved to Aisha": a role handed
@@ -1454,11 +1494,13 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
         return None
     changed = (_changed_version(a_text, b_text, a, b) or _rescheduled(a_text, b_text, a, b)
                or _event_date(a_text, b_text, a, b) or _changed_value(a_text, b_text, a, b) or _gave_up(a_text, b_text, a, b)
-               or _handed_over(a_text, b_text))
+               or _handed_over(a_text, b_text) or _other_value(a_text, b_text, a, b))
     if changed:
         return changed
     overlap = len(a.core & b.core) / len(a.core | b.core)
-    if a.negated != b.negated and overlap >= 0.8 and a.numbers == b.numbers and a.places == b.places:
+    # (what is denied must be what is stated: "the password is not orchid77" denies nothing of "tulip42")
+    if (a.negated != b.negated and overlap >= 0.8 and a.numbers == b.numbers and a.places == b.places
+            and a.idents == b.idents):
         return "negation flip: one statement denies the other"
     if a.negated != b.negated and _denies_a_detail_of(*((a, b) if a.negated else (b, a))):
         return "negation flip: one statement denies what the other states with more detail"
