@@ -1,13 +1,15 @@
 """What the named conflict candidates (``reflection.conflicts._named_terms``: beside each budget's
-4 nearest, up to 4 rows of the same window naming the new node's entities) add to a conflict check,
-against the check without them, in one run.
+4 nearest, up to ``NAMED_CANDIDATES`` rows of the same window naming the new node's entities) add
+to a conflict check, against the check without them, in one run.
 
 An org of the dev database gets a writer with N team nodes and then a teammate with N/4, other
 values of the writer's newest datasets (clustered random unit vectors; texts "The retention period for dataset D<i> of Redis is <d> days.", entities
 ``["D<i>", "Redis"]``, so every row of a window matches "Redis": the named part's worst case, a
-ts_rank and sort of the whole window). Then, interleaved per repetition, ``_candidates_of`` runs
-for the writer's newest nodes, with the named terms switched off ("before": what the check ran
-until now) and on ("after"), for one node (a weave's turn) and a batch of 25 (one statement).
+ts_rank and sort of the whole window). Then, interleaved per repetition, for the writer's newest
+nodes, with the named terms switched off ("before": what the check ran until now) and on
+("after"), for one node (a weave's turn) and a batch of 25 (one statement): ``_candidates_of``
+alone ("candidates") and the whole ``detect`` ("check": the rules of the extra pairs too, and the
+conflicts it stores, rolled back each time).
 Also "rare": the checked nodes name only their own dataset, as in the audit's case. Per checked
 node: medians of the two, the median of the paired differences (each "after" run right after its
 "before", so a load that drifts cancels out) and the fastest runs; and the shared buffers the
@@ -76,11 +78,16 @@ def named_terms(on: bool):
         conflicts._named_terms = original
 
 
-def timed(nodes: list[Node], on: bool) -> float:
-    with named_terms(on):
+def timed(nodes: list[Node], on: bool, check: bool) -> tuple[float, int]:
+    """ms per node of the candidates alone, or of the whole check (``detect``: candidates, rules,
+    conflicts stored), rolled back so that every repetition finds the same; and conflicts found."""
+    with named_terms(on), transaction.atomic():
         t = time.perf_counter()
-        conflicts._candidates_of(nodes)
-        return (time.perf_counter() - t) * 1000 / len(nodes)
+        found = (conflicts.detect(org_id=nodes[0].org_id, node_ids=[n.id for n in nodes]) if check
+                 else conflicts._candidates_of(nodes) and 0)
+        ms = (time.perf_counter() - t) * 1000 / len(nodes)
+        transaction.set_rollback(True)
+    return ms, found
 
 
 def buffers(nodes: list[Node], on: bool, floor: int) -> float:
@@ -112,7 +119,7 @@ def main() -> None:
     print(f"memory_node holds {others:,} rows before the run; RECENT_WINDOW {RECENT_WINDOW:,}, "
           f"shared window {conflicts.SHARED_WINDOW_ROWS:,}; ms per checked node over {args.reps} interleaved "
           "repetitions: p50 before / after, p50 of the paired differences, min before / after")
-    print(f"{'writer nodes':>12} | {'case':>6} | {'one node':>38} | {'batch of 25':>38} | "
+    print(f"{'writer nodes':>12} | {'case':>6} | {'':>10} | {'one node':>38} | {'batch of 25':>38} | "
           "buffers per node | candidates per node")
     for size in (int(s) for s in args.sizes.split(",")):
         slug = f"{ORG}-{uuid.uuid4().hex[:6]}"
@@ -131,27 +138,36 @@ def main() -> None:
                 floor = conflicts._recent_floor(cur, org.id)
             newest = list(Node.objects.filter(org=org, owner_agent=writer).order_by("-id")[:26])
             for case in ("common", "rare"):
-                if case == "rare":
+                if case == "rare":  # the first name only, every row's: its own dataset's
+                    with connection.cursor() as cur:
+                        cur.execute("UPDATE memory_node SET entities = entities[1:1] WHERE org_id = %s", [org.id])
+                        cur.execute("ANALYZE memory_node")
                     for n in newest:
                         n.entities = n.entities[:1]
                 one, batch = newest[:1], newest[1:26]
-                timed(batch, True), timed(batch, False)  # warm: plans, buffers
-                cols = []
-                for nodes in (one, batch):
-                    before, after = [], []
-                    for _ in range(args.reps):
-                        before.append(timed(nodes, False))
-                        after.append(timed(nodes, True))
-                    diff = statistics.median(a - b for a, b in zip(after, before, strict=True))
-                    cols.append(f"{statistics.median(before):6.2f} / {statistics.median(after):6.2f}, "
-                                f"{diff:+6.2f}, {min(before):5.2f} / {min(after):5.2f}")
+                timed(batch, True, True), timed(batch, False, True)  # warm: plans, buffers
+                cols, found = [], []
+                for check in (False, True):
+                    for nodes in (one, batch):
+                        before, after = [], []
+                        for _ in range(args.reps):
+                            before.append(timed(nodes, False, check))
+                            after.append(timed(nodes, True, check))
+                        b, a = [ms for ms, _ in before], [ms for ms, _ in after]
+                        diff = statistics.median(y - x for x, y in zip(b, a, strict=True))
+                        cols.append(f"{statistics.median(b):6.2f} / {statistics.median(a):6.2f}, {diff:+6.2f}, "
+                                    f"{min(b):5.2f} / {min(a):5.2f}")
+                        if check and nodes is batch:
+                            found = [before[0][1], after[0][1]]
                 counts = []
                 for on in (False, True):
                     with named_terms(on):
                         counts.append(statistics.mean(len(v) for v in conflicts._candidates_of(batch).values()))
                 bufs = [buffers(batch, on, floor) for on in (False, True)]
-                print(f"{size:>12,} | {case:>6} | {cols[0]:>38} | {cols[1]:>38} | {bufs[0]:6.0f} / {bufs[1]:6.0f} "
-                      f"| {counts[0]:.1f} / {counts[1]:.1f}", flush=True)
+                print(f"{size:>12,} | {case:>6} | candidates | {cols[0]:>38} | {cols[1]:>38} | "
+                      f"{bufs[0]:6.0f} / {bufs[1]:6.0f} | {counts[0]:4.1f} / {counts[1]:4.1f}", flush=True)
+                print(f"{'':>12} | {'':>6} | check      | {cols[2]:>38} | {cols[3]:>38} | "
+                      f"conflicts found in the batch: {found[0]} / {found[1]}", flush=True)
         finally:
             with connection.cursor() as cur:
                 cur.execute("DELETE FROM memory_node WHERE org_id = %s", [org.id])

@@ -3,7 +3,7 @@
 Detection (a Celery task after the weave commits): candidates are the 4 nearest nodes of the same
 owner and kind (pgvector ``<=>``) and the 4 nearest of the same kind that other writers share with
 the new node (team memory is where agents disagree; see ``_shared_audience`` for who shares what),
-and, in each of those two, up to 4 more that name the new node's entities (``_named_terms``: many
+and, in each of those two, up to 2 more that name the new node's entities (``_named_terms``: many
 statements that embed alike leave the one about the same thing outside the 4 nearest), of
 the same speaker when either speaks of itself ("I", "my"); the rules (negation flip; a different
 number, date or place for the same statement) decide when no LLM is configured, and an LLM judge
@@ -43,7 +43,9 @@ CANDIDATES = 4
 # Beside the nearest, per budget: the nodes of the same window naming the new node's entities
 # (``_named_terms``), most of them first. Twelve "retention period for dataset D<i>" lines embed
 # alike, so the 4 nearest of D5's new value were other datasets' lines and its old value was missed.
-NAMED_CANDIDATES = 4
+# Two, not four: each pair costs the rules about a millisecond, and a judge call when an LLM is
+# configured (bench/named_candidates_cost.py).
+NAMED_CANDIDATES = 2
 NAMED_TERMS = 8  # the first entities of a node that make its query (a long text names many)
 LLM_MIN_COSINE = 0.7
 MAX_JUDGE_CALLS = 32  # per task: a bulk import must not turn into thousands of LLM calls
