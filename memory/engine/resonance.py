@@ -530,7 +530,7 @@ def _date_focus(index, query_text, now_days, seedable, params):
 
     Times resolve against today (from ``now_days``), so "last Tuesday" is the Tuesday before now;
     a node's times are its ``occurred_at`` (UTC days) and the days its text refers to
-    (``TenantIndex.day_refs``), each of those inside the named days. A day named without its year ("what did we
+    (``TenantIndex.day_refs``) up to the day it was written, each inside the named days. A day named without its year ("what did we
     decide on March 5?") is that day in every year: resolved against today it is the nearest
     March 5, which in December is next year's, and a question about memory asks about the past."""
     if not query_text or not math.isfinite(now_days):
@@ -545,6 +545,14 @@ def _date_focus(index, query_text, now_days, seedable, params):
     occ = index.col("occurred_at")
     inside = np.zeros(index.n, dtype=bool)
     ref_node, ref_first, ref_last = index.day_refs()
+    if ref_node.size:
+        # Only days the text looks back on, up to the day it was written: "Yesterday I fixed the
+        # retry bug" says what happened then, "decide the offsite menu by the 24th" written on the
+        # 21st only what was expected (its date words still match it lexically), and it outranked
+        # what was decided on the 24th.
+        with np.errstate(invalid="ignore"):  # no time of writing (NaN): no reference counts
+            past = ref_last <= np.floor(occ[ref_node])
+        ref_node, ref_first, ref_last = ref_node[past], ref_first[past], ref_last[past]
     one_day = ref_md = None
     if ref_node.size and any(m.yearless for m in mentions):
         one_day = ref_first == ref_last

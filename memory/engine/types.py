@@ -76,7 +76,8 @@ class NodeRecord:
     ``tokens``: pre-tokenised text; ``None`` means tokenise ``text`` here.
     ``day_refs``: the days the text itself refers to ("yesterday I fixed it" written on the 20th:
     the 19th), as ``(first, last)`` UTC day counts since the epoch, both inclusive; the date focus
-    reads them beside ``occurred_at``. Always the node's whole set (an update replaces it).
+    reads those not after the day of ``occurred_at`` beside it. Always the node's whole set (an
+    update replaces it).
     """
 
     node_id: int

@@ -237,10 +237,12 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
     if params.w_date > 0 and query_text and math.isfinite(now):
         epoch = date(1970, 1, 1)
         occ = index.col("occurred_at")
-        # The days each node's text refers to, as whole date ranges.
+        # The days each node's text refers to, as whole date ranges, those ending by the day it
+        # was written (what it says happened, not what it expects).
         refs: dict[int, list[tuple[date, date]]] = {}
         for i, first, last in zip(*(a.tolist() for a in index.day_refs()), strict=True):
-            refs.setdefault(i, []).append((epoch + timedelta(days=first), epoch + timedelta(days=last)))
+            if not math.isnan(occ[i]) and last <= math.floor(occ[i]):
+                refs.setdefault(i, []).append((epoch + timedelta(days=first), epoch + timedelta(days=last)))
         for m in resolve_times(query_text, epoch + timedelta(days=math.floor(now))):
             if (m.end - m.start).days >= params.date_max_span_days:
                 continue

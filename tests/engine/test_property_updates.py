@@ -31,6 +31,7 @@ def _record(rng: np.random.Generator, nid: int, seq: int) -> NodeRecord:
         vector=None if rng.random() < 0.2 else rng.normal(size=DIM),
         session_key=int(rng.integers(0, 3)),
         seq=seq,
+        occurred_at=float(rng.uniform(0, 13)) if rng.random() < 0.8 else float("nan"),
         day_refs=[(d, d + int(rng.choice([0, 0, 6]))) for d in rng.integers(0, 13, int(rng.choice([0, 0, 1, 3])))],
     )
 

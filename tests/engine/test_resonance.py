@@ -570,24 +570,23 @@ def test_a_named_day_brings_what_a_text_says_happened_that_day() -> None:
         NodeRecord(1, "Yesterday I fixed the webhook retry bug.", speaker="Ben", scope=Scope.ORG,
                    occurred_at=d20 + 0.4, day_refs=[(d19, d19)]),
         NodeRecord(2, "Lunch order is in, pizza again.", speaker="Ben", scope=Scope.ORG, occurred_at=d19 + 0.5),
-        NodeRecord(3, "Last week was busy with the billing audit.", speaker="Ben", scope=Scope.ORG,
-                   occurred_at=d20 + 0.6, day_refs=[(d19 - 3, d19 + 3)]),  # a week: not on the 19th
+        NodeRecord(3, "This week was busy with the billing audit.", speaker="Ben", scope=Scope.ORG,
+                   occurred_at=d19 + 3.6, day_refs=[(d19 - 3, d19 + 3)]),  # a week: not on the 19th
         NodeRecord(4, "Standup moved to 10am.", speaker="Ann", scope=Scope.ORG, occurred_at=d20 + 0.7),
+        # written before the day: what was expected of it, not what happened then
+        NodeRecord(5, "Ben will fix the invoice export on November 19.", speaker="Ben", scope=Scope.ORG,
+                   occurred_at=d19 - 4 + 0.5, day_refs=[(d19, d19)]),
     ])
     allowed = np.ones(idx.n, dtype=bool)
     now = _day(2026, 11, 26) + 0.5
-    got = resonate(idx, query_text="What did Ben fix on November 19?", allowed=allowed,
-                   params=ResonateParams(k=4), now_days=now)
-    by_id = {h.node_id: h for h in got.hits}
-    assert got.hits[0].node_id == 1, [(h.node_id, h.text) for h in got.hits]
-    assert by_id[1].explanation.channels["date"] is not None
-    assert by_id[2].explanation.channels["date"] is not None  # written that day: still of that day
-    assert 3 not in by_id or by_id[3].explanation.channels["date"] is None
+    def dated(query: str) -> tuple[list[int], set[int]]:
+        got = resonate(idx, query_text=query, allowed=allowed, params=ResonateParams(k=5), now_days=now)
+        return [h.node_id for h in got.hits], {h.node_id for h in got.hits if h.explanation.channels["date"]}
+
+    ids, of_day = dated("What did Ben fix on November 19?")
+    assert ids[0] == 1, ids
+    assert of_day == {1, 2}  # said to have happened then, or written then; not the week, not the plan
     # A day named without its year finds a reference to that one day too.
-    yearless = resonate(idx, query_text="What happened on 19 November?", allowed=allowed,
-                        params=ResonateParams(k=4), now_days=now)
-    assert {h.node_id for h in yearless.hits if h.explanation.channels["date"] is not None} == {1, 2}
+    assert dated("What happened on 19 November?")[1] == {1, 2}
     # Last week (16-22 November, asked on the 26th) holds every one of those days, the week's too.
-    week = resonate(idx, query_text="What did we do last week?", allowed=allowed,
-                    params=ResonateParams(k=4), now_days=now)
-    assert {h.node_id for h in week.hits if h.explanation.channels["date"] is not None} == {1, 2, 3, 4}
+    assert dated("What did we do last week?")[1] == {1, 2, 3, 4}
