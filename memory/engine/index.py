@@ -93,12 +93,12 @@ class TenantIndex:
         self.windows = ContextWindows(k1=bm25_k1, b=bm25_b)
         self.vectors = VectorIndex(self.dim, **dict(vector_opts or {}))
         self.graph = Graph(0, **dict(graph_opts or {}))
-        # The days nodes' texts refer to, one entry per (node, first day, last day): a flat list
-        # rather than per-node lists, so the date focus tests them all in one vectorised pass. Few
-        # nodes have any (a turn rarely names a day), so an entry list costs far less than a column
-        # pair per node and holds every reference of a node, not just one. An updated node's old
-        # entries are overwritten in place when the new ones fit, else marked dead (node -1) and
-        # dropped by ``compact``.
+        # The days nodes' texts refer to, one entry per (node, first day, last day): a flat list,
+        # so the date focus tests them all in one vectorised pass, holding every reference of a
+        # node (a column pair of days would hold one, for 8 bytes on every node; few turns name a
+        # day). Each node keeps where its entries start and how many (5 bytes). An updated node's
+        # old entries are overwritten in place when the new ones fit, else marked dead (node -1)
+        # and dropped by ``compact``.
         self._ref_node = GrowArray(np.int32, fill=-1)
         self._ref_first = GrowArray(np.int32)
         self._ref_last = GrowArray(np.int32)

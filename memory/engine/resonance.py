@@ -530,9 +530,10 @@ def _date_focus(index, query_text, now_days, seedable, params):
 
     Times resolve against today (from ``now_days``), so "last Tuesday" is the Tuesday before now;
     a node's times are its ``occurred_at`` (UTC days) and the days its text refers to
-    (``TenantIndex.day_refs``) up to the day it was written, each inside the named days. A day named without its year ("what did we
-    decide on March 5?") is that day in every year: resolved against today it is the nearest
-    March 5, which in December is next year's, and a question about memory asks about the past."""
+    (``TenantIndex.day_refs``) up to the day it was written, each inside the named days. A day
+    named without its year ("what did we decide on March 5?") is that day in every year: resolved
+    against today it is the nearest March 5, which in December is next year's, and a question
+    about memory asks about the past."""
     if not query_text or not math.isfinite(now_days):
         return None
     try:
