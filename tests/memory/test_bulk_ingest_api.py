@@ -456,10 +456,22 @@ def test_an_occurred_at_past_the_calendar_is_a_400_naming_the_turn_and_writes_no
 
 
 def test_the_first_and_last_instants_of_the_calendar_are_written(world, client_for):
-    turns = [{"text": "It began yesterday.", "occurred_at": "0001-01-01T00:00:00Z", "event_id": "first"},
-             {"text": "we deploy tomorrow", "occurred_at": "9999-12-31T23:59:59Z", "event_id": "last"}]
-    r = _bulk(client_for(world["a"].key), [{"session_key": "edges", "turns": turns}])
+    """The API takes the calendar's first instant; its last one is more than a day ahead, a 400 that
+    writes nothing. The service (imports) writes both."""
+    from datetime import UTC, datetime
+
+    from teams.auth import actor_for_agent
+
+    c = client_for(world["a"].key)
+    last = {"text": "we deploy tomorrow", "occurred_at": "9999-12-31T23:59:59Z", "event_id": "last"}
+    r = _bulk(c, [{"session_key": "edges", "turns": [last]}])
+    assert r.status_code == 400 and not Node.objects.filter(org=world["a"].org).exists()
+    first = {"text": "It began yesterday.", "occurred_at": "0001-01-01T00:00:00Z", "event_id": "first"}
+    r = _bulk(c, [{"session_key": "edges", "turns": [first]}])
     assert r.status_code == 201, r.content
+    actor = actor_for_agent(world["a"].agent, scopes=frozenset({Scope.READ, Scope.WRITE}))
+    turn = services.TurnIn(text=last["text"], event_id="last", occurred_at=datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC))
+    services.bulk_ingest(actor=actor, sessions=[services.SessionIn(session_key="edges", turns=[turn])], embed=False)
     nodes = {n.event_id: n for n in Node.objects.filter(org=world["a"].org)}
     assert nodes["first"].occurred_at.year == 1 and nodes["last"].occurred_at.year == 9999
     assert MemorySession.objects.get(key="edges").started_at.year == 1

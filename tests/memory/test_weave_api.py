@@ -108,7 +108,6 @@ def test_similar_edges_link_to_the_nearest_earlier_memories(world, client_for):
 @pytest.mark.parametrize("body", [
     {"text": "It was 10000 years ago"},
     {"text": "That happened 99999999 days ago."},
-    {"text": "we deploy tomorrow", "occurred_at": "9999-12-31T12:00:00Z"},
 ])
 def test_time_expressions_past_the_calendar_are_stored_not_a_500(world, client_for, body):
     """Ordinary text whose time expression resolves outside years 1-9999 is written verbatim, with
@@ -119,13 +118,42 @@ def test_time_expressions_past_the_calendar_are_stored_not_a_500(world, client_f
     assert node.text == body["text"] and node.time_refs == []
 
 
+def _agent(world):
+    from teams.auth import actor_for_agent
+    from teams.models import Scope
+
+    return actor_for_agent(world["a"].agent, scopes=frozenset({Scope.READ, Scope.WRITE}))
+
+
+def test_tomorrow_on_the_calendars_last_day_is_left_unresolved(world, client_for):
+    """The API refuses a turn dated that far ahead (more than a day from now); a write that reaches
+    the service another way (an import, the proxy's write-back) still stores it verbatim, unresolved."""
+    from datetime import UTC, datetime
+
+    from memory import services
+
+    body = {"text": "we deploy tomorrow", "occurred_at": "9999-12-31T12:00:00Z"}
+    r = client_for(world["a"].key).post("/api/v1/memories/weave", body, format="json")
+    assert r.status_code == 400 and "future" in r.json()["error"]["fields"]["occurred_at"][0]
+    turn = services.TurnIn(text=body["text"], occurred_at=datetime(9999, 12, 31, 12, tzinfo=UTC))
+    node = Node.objects.get(id=services.weave_session(actor=_agent(world), turns=[turn]).node_ids[0])
+    assert node.text == body["text"] and node.time_refs == []
+
+
 def test_a_turn_past_the_calendar_does_not_fail_the_others_in_bulk(world, client_for):
+    from datetime import UTC, datetime
+
+    from memory import services
+
     turns = [{"text": "It was 10000 years ago", "event_id": "far"},
-             {"text": "we deploy tomorrow", "occurred_at": "9999-12-31T12:00:00Z", "event_id": "edge"},
              {"text": "I moved here yesterday", "occurred_at": "2023-05-08T10:00:00Z", "event_id": "near"}]
     r = client_for(world["a"].key).post("/api/v1/memories/bulk", [{"session_key": "s", "turns": turns}],
                                         format="json")
     assert r.status_code == 201, r.content
+    edge = services.TurnIn(text="we deploy tomorrow", occurred_at=datetime(9999, 12, 31, 12, tzinfo=UTC),
+                           event_id="edge")
+    services.bulk_ingest(actor=_agent(world), sessions=[services.SessionIn(session_key="s2", turns=[edge])],
+                         embed=False)
     nodes = {n.event_id: n for n in Node.objects.filter(org=world["a"].org)}
     assert set(nodes) == {"far", "edge", "near"}
     assert nodes["far"].time_refs == [] and nodes["edge"].time_refs == []
