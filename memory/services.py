@@ -446,6 +446,12 @@ RECALL_FLUSH_LOCK = 0x4E594C5245434C  # pg advisory lock key: one flush at a tim
 # reached 2.0 and outranked "we cut the ads budget to 25k" at 1.4). Two probes per recalled node
 # in the flush's one statement, each through the foreign-key index of node_a or node_b, so a flush
 # costs the same round trips as before and nothing is asked per request.
+# The other side ``o`` of an open conflict of ``m`` that is its newer side: still a memory (not deleted,
+# not superseded: a deleted correction no longer disputes anything, and the conflicts queue hides such
+# a conflict, so nobody could close it), and later by (occurred_at, id), the order the queue gives two
+# memories of one instant.
+_NEWER_LIVE_RIVAL = ("o.deleted_at IS NULL AND o.valid_to IS NULL "
+                     "AND (o.occurred_at, o.id) > (m.occurred_at, m.id)")
 _FLUSH_RECALLS = """
 WITH gone AS (
     DELETE FROM memory_recallmark
@@ -457,9 +463,9 @@ WITH gone AS (
     -- Rows locked in id order, as a writer touching many nodes would, so the two cannot deadlock.
     SELECT p.node_id, p.n, p.at,
            EXISTS (SELECT 1 FROM {conflict} c JOIN memory_node o ON o.id = c.node_b_id
-                   WHERE c.node_a_id = m.id AND c.status = %(open)s AND o.occurred_at > m.occurred_at)
+                   WHERE c.node_a_id = m.id AND c.status = %(open)s AND {rival})
            OR EXISTS (SELECT 1 FROM {conflict} c JOIN memory_node o ON o.id = c.node_a_id
-                      WHERE c.node_b_id = m.id AND c.status = %(open)s AND o.occurred_at > m.occurred_at)
+                      WHERE c.node_b_id = m.id AND c.status = %(open)s AND {rival})
            AS disputed
     FROM per_node p JOIN memory_node m ON m.id = p.node_id
     ORDER BY p.node_id FOR NO KEY UPDATE OF m
@@ -495,7 +501,7 @@ def flush_recalls(*, chunk: int = RECALL_FLUSH_CHUNK) -> RecallFlush:
     that applies it: a failed flush leaves it for the next, and none counts twice."""
     from reflection.models import Conflict
 
-    sql = _FLUSH_RECALLS.format(conflict=Conflict._meta.db_table)
+    sql = _FLUSH_RECALLS.format(conflict=Conflict._meta.db_table, rival=_NEWER_LIVE_RIVAL)
     marks = nodes = disputed = 0
     while True:
         with transaction.atomic(), connection.cursor() as cur:

@@ -189,7 +189,6 @@ def _team_name(org_id: int, name: str, *, team: Team | None = None) -> str:
 
 
 @transaction.atomic
-@transaction.atomic
 def team_create(*, actor: Actor, name: str, description: str = "", request_id: str = "") -> Team:
     """Creates a team; the person creating it becomes its team admin (an agent, or no one, does not).
 

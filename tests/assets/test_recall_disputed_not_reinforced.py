@@ -79,6 +79,17 @@ def test_a_closed_conflict_lets_recall_count_again(world, client_for, settings):
     assert _silk(old)[0] == 1 and _silk(new)[0] == 1
 
 
+def test_a_deleted_correction_disputes_nothing(world, client_for, settings):
+    """The newer side deleted (a mistake): the conflict stays open, but the queue hides a conflict with
+    a deleted side, so nobody could close it; the older memory's recalls count again meanwhile."""
+    from memory.models import Node as NodeModel
+
+    old, new = _pair(world, client_for, settings)
+    NodeModel.objects.filter(pk=new).update(deleted_at="2026-11-20T12:00:00Z")
+    _resonate(client_for(world["a"].key))
+    assert flush_recalls().disputed == 0 and _silk(old)[0] == 1
+
+
 def test_the_flush_stays_one_statement_per_chunk(world, client_for, settings):
     from django.test.utils import CaptureQueriesContext
 
