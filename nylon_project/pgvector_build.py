@@ -8,7 +8,7 @@ service cannot store a single embedded memory. Short vectors still work, so noth
 
 ``ensure()`` (run by the Makefile, unless DATABASE_URL is set, and by the embedded start-up when
 the library in place was never checked here) starts a throwaway server and runs the operations Nylon uses on 384-dimension
-vectors. If a backend is killed by a signal (the postmaster's log says which), it builds the same
+vectors. If a backend is killed by SIGILL (the postmaster's log says which), it builds the same
 pgvector release from Debian's source archive (checksum pinned) against the bundled Postgres with
 pgvector's portable flags (``OPTFLAGS=""``; its AVX-512 and F16C paths are chosen at run time by
 CPU checks), checks it the same way, and swaps it in by rename. Any other failure of the probe (a
@@ -93,8 +93,8 @@ def _vec(seed: int) -> str:
 
 
 class Probe(NamedTuple):
-    """What the probe found. ``killed``: a backend was killed by a signal (SIGILL where the CPU
-    lacks an instruction the library uses), the one failure a portable build can fix."""
+    """What the probe found. ``killed``: a backend was killed by SIGILL (the CPU
+    lacks an instruction the library uses): the one failure a portable build can fix."""
 
     works: bool
     killed: bool = False
@@ -142,6 +142,9 @@ def _steps() -> list[tuple[str, str]]:
     ]
 
 
+SIGILL = 4  # the signal a CPU without the library's instructions sends (Linux numbering)
+
+
 def _killing_signal(server_log: Path, backend: int, wait: float = 3.0) -> str | None:
     """The signal that killed the backend, as the postmaster logs it when it reaps the backend
     ("client backend (PID 123) was terminated by signal 4: Illegal instruction"; the bundled
@@ -176,6 +179,11 @@ def _probe_here() -> Probe:
                     signal = _killing_signal(srv.log, backend)
                     if signal is None:
                         return Probe(works=False, why=f"{what} lost the connection: {_one_line(str(exc))[:160]}")
+                    if not signal.startswith(f"signal {SIGILL}:"):
+                        # An illegal instruction is what another CPU's build does; a SIGKILL (the
+                        # OOM killer) or a crash of another kind says nothing a rebuild would mend.
+                        return Probe(works=False, why=f"{what} killed the backend ({signal}), not an "
+                                                      "illegal instruction")
                     pid = srv.get_pid()
                     if pid:  # after a crash the server recovers and would not stop for a minute
                         with contextlib.suppress(OSError):
@@ -255,7 +263,7 @@ def ensure(*, log=print) -> str:
     if found.works:
         _mark(digest, "bundled", log)
         return "bundled"
-    if not found.killed:  # only a backend killed by a signal says this CPU cannot run the library
+    if not found.killed:  # only a backend killed by SIGILL says this CPU cannot run the library
         raise ProbeError(f"could not check the embedded Postgres's pgvector: {found.why}")
     log(f"nylon: the bundled pgvector does not run on this CPU ({found.why}); building pgvector "
         f"{PGVECTOR_VERSION} from {SOURCE_URL}")

@@ -206,6 +206,14 @@ def test_the_probe_tells_a_backend_killed_by_a_signal(monkeypatch):
         works=False, killed=True, why="a distance killed the backend (signal 4: Illegal instruction)")
 
 
+def test_a_backend_killed_by_another_signal_is_no_verdict_on_the_cpu(monkeypatch):
+    """A SIGKILL (the OOM killer) or a SIGSEGV says nothing a rebuild for this CPU would mend."""
+    monkeypatch.setattr(pgvector_build, "_steps", lambda: [("a distance", "COPY (SELECT 1) TO PROGRAM 'kill -SEGV $PPID'")])
+    result = pgvector_build._probe_here()
+    assert not result.works and not result.killed
+    assert "signal 11" in result.why and "not an illegal instruction" in result.why
+
+
 def test_a_connection_lost_without_a_signal_is_no_verdict_on_the_cpu(monkeypatch):
     monkeypatch.setattr(pgvector_build, "_steps", lambda: [("a distance", "SELECT pg_terminate_backend(pg_backend_pid())")])
     result = pgvector_build._probe_here()
