@@ -35,9 +35,17 @@ def test_a_statement_in_a_long_text_is_still_read():
 
 @pytest.mark.parametrize("unit", ["a", "move ", "took over ", "from Kafka ", "now ",
                                   "We moved the Q4 freeze from December 14 to December 7. "])
-def test_long_adversarial_texts_are_read_as_their_first_statements(unit):
+def test_long_adversarial_texts_are_read_as_their_first_statements(unit, monkeypatch):
+    import reflection.heuristics as rules
+
     text = (unit * (20000 // len(unit) + 1))[:20000]
     head = _rule_text(text)
     # the answer is the one for the text's head: the rest cannot change it, whatever it costs
     assert _reason(text, STATEMENT) == _reason(head, STATEMENT)
     assert only_counts_differ(text, STATEMENT) == only_counts_differ(head, STATEMENT)
+    # and no rule reads more than the head: every statement the rules parse is within the cap
+    read: list[int] = []
+    parse = rules.statement
+    monkeypatch.setattr(rules, "statement", lambda t, *a, **k: read.append(len(t)) or parse(t, *a, **k))
+    _reason(text, STATEMENT)
+    assert read and max(read) <= MAX_RULE_CHARS
