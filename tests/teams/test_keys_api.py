@@ -56,8 +56,9 @@ def test_key_of_one_org_never_acts_on_another(world, client_for):
     a, b = world["a"], world["b"]
     c = client_for(a.key)
     assert c.get("/api/v1/org").json()["slug"] == "alpha"
-    # the org header cannot switch an agent into another org
-    assert c.get("/api/v1/org", HTTP_X_NYLON_ORG="beta").json()["slug"] == "alpha"
+    # the org header cannot switch an agent into another org: naming another is refused
+    r = c.get("/api/v1/org", HTTP_X_NYLON_ORG="beta")
+    assert r.status_code == 400 and "beta" not in r.json()["error"]["fields"]["X-Nylon-Org"][0]
     b_key = ApiKey.objects.get(org=b.org)
     assert client_for(a.owner).post(f"/api/v1/keys/{b_key.id}/revoke").status_code == 404
     assert ApiKey.objects.get(pk=b_key.pk).revoked_at is None
