@@ -255,6 +255,9 @@ def redis_url() -> str:
     else:
         url = _start_embedded_redis()
     os.environ["REDIS_URL"] = url
+    # Chosen here, not by the operator: another instance may have chosen the same (settings then
+    # name this instance's things in it after its database, nylon_project/namespace.py).
+    os.environ["NYLON_EMBEDDED_REDIS"] = "1"
     return url
 
 

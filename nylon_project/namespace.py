@@ -8,13 +8,17 @@ sent ran on another's worker against the other's database (node and key ids of a
 each /healthz counted the other's workers as its own (a dead worker looked healthy), and LLM and
 embedder state, rate-limit counters and the live feed's groups were shared.
 
-So the default name of each (queue, control and event exchanges, unacknowledged-message keys,
-result keys, cache prefix, channel prefix; ``redis_names``) is ``nylon-<digest>``, the digest of the
-database's identity: its host (for the embedded Postgres the socket directory, its data directory
+So where Nylon picked the Redis (``chosen``), the default name of each (queue, control and event
+exchanges, unacknowledged-message keys, result keys, cache prefix, channel prefix; ``redis_names``)
+is ``nylon-<digest>``, the digest of the database's identity: its host (for the embedded Postgres the socket directory, its data directory
 or pgserver's runtime directory named after it), its port and its name. Every process of one
 database derives the same one (web, worker and beat of a ``make run``; several hosts on one
 ``DATABASE_URL``, docs/scaling.md), and a process on another database a different one.
 ``NYLON_CELERY_QUEUE``, ``NYLON_CACHE_PREFIX`` and ``NYLON_CHANNEL_PREFIX`` still win when set.
+A Redis the operator named (``REDIS_URL``) keeps the names of before unless ``NYLON_REDIS_NAMESPACE``
+asks for the database's or a name: an upgrade must find the tasks already queued under them, and a
+deployment's processes may spell one database differently (a pooler for web, a direct host for
+workers), which would give them two namespaces.
 
 Not part of the identity: the user and password (one database reached as another role is the same
 instance) and anything a proxy in between changes. Hosts must name the database the same way:
@@ -27,6 +31,7 @@ import copy
 import functools
 import hashlib
 import os
+import re
 
 DIGEST_CHARS = 10  # 40 bits: a collision between two databases on one Redis is not a concern
 DEFAULT_PORT = "5432"
@@ -60,8 +65,38 @@ def current() -> str:
     return of(connection.settings_dict)
 
 
+# The names every instance used before namespaces (``redis_names("")``): what an operator's own Redis
+# keeps serving unless NYLON_REDIS_NAMESPACE says otherwise, so an upgrade finds its queued tasks.
+_UNNAMED = {"queue": "nylon", "cache_prefix": "nylon", "channel_prefix": "nylon", "control_exchange": "celery",
+            "event_exchange": "celeryev", "unacked_key": "unacked", "unacked_index_key": "unacked_index",
+            "unacked_mutex_key": "unacked_mutex", "result_keyprefix": ""}
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
+
+
+def chosen(db: dict, *, setting: str, redis_was_picked: bool) -> str:
+    """The namespace of an instance: ``NYLON_REDIS_NAMESPACE`` when set (``database``: this digest;
+    ``none``: the names of before; another word: that name), else the database's digest when the
+    Redis was picked for it (``embedded.redis_url``: the one on 6379, which another instance may have
+    picked too) and none when the operator named it (``REDIS_URL``: their choice, and their tasks
+    already queued under the old names)."""
+    value = setting.strip().lower()
+    if value == "database" or (not value and redis_was_picked):
+        return of(db)
+    if value in ("", "none"):
+        return ""
+    if not _NAME.fullmatch(value):
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"NYLON_REDIS_NAMESPACE: {setting!r} is not database, none or a name of "
+                                   "lower-case letters, digits and dashes (at most 40)")
+    return value
+
+
 def redis_names(ns: str) -> dict[str, str]:
-    """What an instance with namespace ``ns`` calls its things in Redis, unless set explicitly."""
+    """What an instance with namespace ``ns`` calls its things in Redis, unless set explicitly
+    (``""``: the names of before namespaces)."""
+    if not ns:
+        return dict(_UNNAMED)
     own = f"nylon-{ns}"
     return {
         "queue": own,  # the Celery queue (a Redis list of that name) and its binding

@@ -146,9 +146,11 @@ if not SECRET_KEY:
 
 REDIS_URL = embedded.redis_url()
 # Instances on other databases may share this Redis (a second `make run` finds the one on 6379):
-# everything this one keeps there is named after its database unless set explicitly, so their
-# tasks, workers, cache entries and live-feed groups stay apart (nylon_project/namespace.py).
-NYLON_NAMESPACE = namespace.of(DATABASES["default"])
+# when Nylon picked the Redis, everything this instance keeps there is named after its database, so
+# their tasks, workers, cache entries and live-feed groups stay apart; a REDIS_URL the operator gave
+# keeps the names of before unless NYLON_REDIS_NAMESPACE says otherwise (nylon_project/namespace.py).
+NYLON_NAMESPACE = namespace.chosen(DATABASES["default"], setting=_env("NYLON_REDIS_NAMESPACE") or "",
+                                   redis_was_picked=os.environ.get("NYLON_EMBEDDED_REDIS") == "1")
 _REDIS_NAMES = namespace.redis_names(NYLON_NAMESPACE)
 
 CACHES = {

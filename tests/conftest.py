@@ -27,6 +27,9 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
 
     db = settings.DATABASES["default"]
     db.setdefault("TEST", {})["NAME"] = name = f"test_{db['NAME']}_{os.getpid()}"
+    # The processes tests start name their things after the test database, whichever Redis the run
+    # was given (a REDIS_URL of the developer's own keeps the old names by default).
+    os.environ["NYLON_REDIS_NAMESPACE"] = "database"
     # This process and every process a test starts (live_env gives them the test database's URL)
     # then serve the test database: its namespace is theirs in Redis. Its own names (queue,
     # control exchange, cache and channel prefixes) keep the run apart from the dev instance and

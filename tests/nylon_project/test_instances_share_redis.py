@@ -67,8 +67,10 @@ class Instance:
                        # No re-send by the sweep: a check taken by the wrong worker stays owed.
                        NYLON_FOLLOWUP_GRACE_SECS="3600", PYTHONUNBUFFERED="1")
         for explicit in ("NYLON_CELERY_QUEUE", "NYLON_CACHE_PREFIX", "NYLON_CHANNEL_PREFIX", "CELERY_BROKER_URL",
-                         "CELERY_RESULT_BACKEND"):
+                         "CELERY_RESULT_BACKEND", "NYLON_REDIS_NAMESPACE"):
             env.pop(explicit, None)
+        # As a `make run` that found this Redis itself (embedded.redis_url marks a Redis it picked)
+        env["NYLON_EMBEDDED_REDIS"] = "1"
         self.env = env
         self.log_path = tmp / f"run-{name}.log"
         with open(self.log_path, "w") as fh:

@@ -17,6 +17,7 @@ FIELDS = ("queue", "cache", "channels", "control", "events", "unacked", "results
 
 
 def _names(home, **env) -> dict:
+    env = {"NYLON_REDIS_NAMESPACE": "database", **env}  # the derivation; the default is tested below
     out = load_settings(home, ("NYLON_NAMESPACE", "CELERY_TASK_DEFAULT_QUEUE", "CACHES", "CHANNEL_LAYERS",
                                "CELERY_CONTROL_EXCHANGE", "CELERY_EVENT_EXCHANGE", "CELERY_BROKER_TRANSPORT_OPTIONS",
                                "CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS"), **env)
@@ -116,3 +117,20 @@ def test_the_test_process_uses_the_names_the_processes_it_starts_derive(tmp_path
     assert settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] == child["channels"]
     assert settings.CACHES["default"]["KEY_PREFIX"] == child["cache"]
     assert app.conf.result_backend_transport_options["global_keyprefix"] == child["results"]
+
+
+def test_a_redis_nylon_picked_is_shared_by_database_an_operators_keeps_the_old_names(tmp_path):
+    """The namespace is the database's when Nylon picked the Redis (the one on 6379 that another
+    ``make run`` may have picked too); with the operator's REDIS_URL the names of before stay, so an
+    upgrade finds the tasks already queued, and processes that spell one database two ways (through
+    a pooler, by another host name) still meet. NYLON_REDIS_NAMESPACE chooses either, or a name."""
+    picked = _names(tmp_path / "a", DATABASE_URL=DB, NYLON_REDIS_NAMESPACE="", NYLON_EMBEDDED_REDIS="1")
+    assert picked == _names(tmp_path / "b", DATABASE_URL=DB)  # the database's names
+    given = _names(tmp_path / "c", DATABASE_URL=DB, NYLON_REDIS_NAMESPACE="")
+    assert given == {"namespace": "", "queue": "nylon", "cache": "nylon", "channels": "nylon", "control": "celery",
+                     "events": "celeryev", "unacked": "unacked", "results": ""}
+    assert _names(tmp_path / "d", DATABASE_URL=DB, NYLON_REDIS_NAMESPACE="none", NYLON_EMBEDDED_REDIS="1") == given
+    named = _names(tmp_path / "e", DATABASE_URL=DB, NYLON_REDIS_NAMESPACE="staging-eu")
+    assert named["namespace"] == "staging-eu" and named["queue"] == named["control"] == "nylon-staging-eu"
+    bad = load_settings(tmp_path / "f", ("NYLON_NAMESPACE",), DATABASE_URL=DB, NYLON_REDIS_NAMESPACE="Not OK!")
+    assert bad.returncode != 0 and "NYLON_REDIS_NAMESPACE" in bad.stderr

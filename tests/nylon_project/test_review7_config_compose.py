@@ -29,6 +29,7 @@ NOT_PASSED = {
     "NYLON_HOME": "nothing there needs keeping in compose: NYLON_SECRET_KEY is required, beat's schedule is "
                   "on its /data volume (--schedule), Postgres and Redis are services, not embedded",
     "NYLON_EMBEDDED_PG": "set by embedded.py itself for its child processes, not an operator's setting",
+    "NYLON_EMBEDDED_REDIS": "set by embedded.py itself when it picked the Redis, not an operator's setting",
     "NYLON_TEST_DB_NAME": "the test runner's database name",
     "NYLON_ENQUEUE_TASKS": "off only in tests that run no worker; compose runs one",
     "NYLON_CACHE_PREFIX": "compose has a Redis of its own (and the default is named after the database "
@@ -123,9 +124,9 @@ def test_the_compose_defaults_start(tmp_path):
 
 
 def test_web_worker_and_beat_agree_on_the_queue_and_the_worker_consumes_it(tmp_path):
-    """The queue and the control exchange are named after the database unless set
-    (nylon_project/namespace.py): the worker's old fixed ``-Q nylon`` would consume nothing web
-    sends, and ``inspect ping`` (its healthcheck) must reach it on the same exchange."""
+    """Web, worker and beat agree on the queue and the control exchange (nylon_project/namespace.py):
+    with NYLON_REDIS_NAMESPACE set, a fixed ``-Q nylon`` would consume nothing web sends, and
+    ``inspect ping`` (the worker's healthcheck) must reach it on the same exchange."""
     code = ("import json, nylon_project.settings as s; "
             "print(json.dumps([s.CELERY_TASK_DEFAULT_QUEUE, s.CELERY_CONTROL_EXCHANGE]))")
     names = {}
@@ -139,7 +140,8 @@ def test_web_worker_and_beat_agree_on_the_queue_and_the_worker_consumes_it(tmp_p
         assert out.returncode == 0, out.stderr[-3000:]
         names[service] = json.loads(out.stdout.strip().splitlines()[-1])
     assert names["web"] == names["worker"] == names["beat"], names
-    assert names["web"][0].startswith("nylon-"), names
+    # compose names its Redis (REDIS_URL): the names of before, unless NYLON_REDIS_NAMESPACE is set
+    assert names["web"] == ["nylon", "celery"], names
     assert "-Q" not in _services()["worker"]["command"]  # it consumes CELERY_TASK_DEFAULT_QUEUE
 
 

@@ -96,8 +96,9 @@ def test_blank_values_still_mean_the_defaults(tmp_path):
     pool = values["DATABASES"]["default"]["OPTIONS"]["pool"]
     assert (pool["min_size"], pool["max_size"], pool["timeout"]) == (1, 10, 10.0)
     assert values["NYLON_BEHIND_HTTPS_PROXY"] is False and values["NYLON_MAX_BODY_BYTES"] == 2 * 1024 * 1024
-    # Blank names are the defaults, named after the database (nylon_project/namespace.py).
-    assert values["CELERY_TASK_DEFAULT_QUEUE"].startswith("nylon-")
+    # Blank names are the defaults: with a REDIS_URL of the operator's, the names of before
+    # (nylon_project/namespace.py; a Redis Nylon picked itself gets the database's).
+    assert values["CELERY_TASK_DEFAULT_QUEUE"] == "nylon"
     assert values["CACHES"]["default"]["KEY_PREFIX"] == values["CELERY_TASK_DEFAULT_QUEUE"]
     assert values["CHANNEL_LAYERS"]["default"]["CONFIG"]["prefix"] == values["CELERY_TASK_DEFAULT_QUEUE"]
     assert values["NYLON_PROXY_OPENAI_UPSTREAM"] == "https://api.openai.com/v1"

@@ -281,7 +281,7 @@ class Command(BaseCommand):
             # Named after the database's namespace as well as this run: /healthz and `celery inspect`
             # list names, and an operator can tell which instance a worker belongs to.
             "worker": worker_command(py, queue=queue, concurrency=concurrency, max_memory_kb=worker_max_memory_kb,
-                                     name=f"nylon-{settings.NYLON_NAMESPACE}-{os.getpid()}@%h"),
+                                     name="-".join(filter(None, ("nylon", settings.NYLON_NAMESPACE, str(os.getpid())))) + "@%h"),
             "beat": [py, "-m", "celery", "-A", "nylon_project", "beat", "-l", "INFO",
                      "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
         }
