@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._arrays import GrowArray
+from ._arrays import GrowArray, isin_few
 from .bm25 import BM25Index
 from .graph import Graph
 from .tension import sanitize_tension_params, seed_until, tension
@@ -391,10 +391,10 @@ class TenantIndex:
         scope = c["scope"].view
         owners = np.fromiter((int(x) for x in owner_keys), dtype=np.int64)
         teams = np.fromiter((int(x) for x in team_ids), dtype=np.int64)
-        is_owner = np.isin(c["owner_key"].view, owners) if owners.size else np.zeros(self.n, bool)
+        is_owner = isin_few(c["owner_key"].view, owners) if owners.size else np.zeros(self.n, bool)
         vis = (scope == Scope.PRIVATE) & is_owner
         if teams.size or owners.size:
-            in_team = np.isin(c["team_id"].view, teams[teams != 0]) if teams.size else False
+            in_team = isin_few(c["team_id"].view, teams[teams != 0]) if teams.size else False
             vis |= (scope == Scope.TEAM) & (in_team | is_owner)
         if org_wide:
             vis |= scope == Scope.ORG
@@ -411,7 +411,7 @@ class TenantIndex:
         """Node ids of the live restricted nodes these owners own (an owner reads its own)."""
         c = self._cols
         owners = np.fromiter((int(x) for x in owner_keys), dtype=np.int64)
-        mine = (c["scope"].view == Scope.RESTRICTED) & np.isin(c["owner_key"].view, owners) & ~c["deleted"].view
+        mine = (c["scope"].view == Scope.RESTRICTED) & isin_few(c["owner_key"].view, owners) & ~c["deleted"].view
         return c["node_id"].view[mine]
 
     def nbytes(self) -> int:

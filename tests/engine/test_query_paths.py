@@ -211,6 +211,19 @@ def test_sorted_unique_equals_np_unique() -> None:
             np.testing.assert_array_equal(got, want)
 
 
+def test_isin_few_equals_np_isin() -> None:
+    from memory.engine._arrays import isin_few
+
+    rng = np.random.default_rng(11)
+    col = rng.integers(-3, 40, 5000).astype(np.int64)
+    for size in (0, 1, 2, 5, 16, 17, 60):  # 17 and more: numpy's own isin
+        values = rng.integers(-5, 45, size).astype(np.int64)
+        got = isin_few(col, values)
+        assert got.dtype == np.bool_ and got.shape == col.shape
+        np.testing.assert_array_equal(got, np.isin(col, values))
+    np.testing.assert_array_equal(isin_few(col[:0], np.array([1])), np.zeros(0, bool))
+
+
 def _rank_order_reference(values: np.ndarray, tie: np.ndarray, eps: float, abs_eps: float) -> list[int]:
     """Sorted by value descending; runs of values each within eps (relative) / abs_eps of the one
     before form a group ordered by tie; NaN and -inf last, as their own group."""
