@@ -229,7 +229,7 @@ def _states_key() -> tuple:
     """The Redis hash of this deployment (the processes sharing this database) and its client."""
     from django.core.cache import cache
 
-    key = cache.make_key(f"embedder-states:{namespace.current()}")
+    key = cache.make_key(f"embedder-states:{namespace.state_scope()}")
     return key, cache._cache.get_client(key, write=True)
 
 

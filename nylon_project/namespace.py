@@ -65,6 +65,18 @@ def current() -> str:
     return of(connection.settings_dict)
 
 
+def state_scope() -> str:
+    """What the state keys of an instance (LLM, embedders, retention's last run) are named after: its
+    namespace where one is in effect (``settings.NYLON_NAMESPACE``: two embedded servers, each with a
+    database ``nylon`` on the same Redis, keep apart), else the database's name. Not ``current()``:
+    with the operator's Redis and no namespace, web may reach the database through a pooler and the
+    workers directly, and the workers' LLM and retention state must be what web's /healthz reads."""
+    from django.conf import settings
+    from django.db import connection
+
+    return settings.NYLON_NAMESPACE or f"db:{connection.settings_dict.get('NAME') or ''}"
+
+
 # The names every instance used before namespaces (``redis_names("")``): what an operator's own Redis
 # keeps serving unless NYLON_REDIS_NAMESPACE says otherwise, so an upgrade finds its queued tasks.
 _UNNAMED = {"queue": "nylon", "cache_prefix": "nylon", "channel_prefix": "nylon", "control_exchange": "celery",

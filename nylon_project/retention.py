@@ -224,9 +224,8 @@ def _delete_chunks(rows: QuerySet, order: tuple[str, ...], *, chunk: int, deadli
 
 
 def _last_run_key() -> str:
-    # Per database (host, port and name: nylon_project/namespace.py): instances (and test runs)
-    # sharing one Redis each keep their own, two embedded servers' databases "nylon" included.
-    return f"retention:last_run:{namespace.current()}"
+    # Written by the worker's run, read by web's /healthz (namespace.state_scope).
+    return f"retention:last_run:{namespace.state_scope()}"
 
 
 def _remember(run: RetentionRun) -> None:

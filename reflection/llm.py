@@ -172,10 +172,9 @@ def task_of(system: str) -> str:
 
 
 def _state_key(scope: str, task: str) -> str:
-    # Per database (its host, port and name, nylon_project/namespace.py), inside the cache prefix
-    # that is per database too unless set: the name alone let two embedded servers, each with a
-    # database "nylon", read each other's state. Test runs keep apart from the dev instance the same way.
-    return f"llm-state:{namespace.current()}:{scope}:{task}"
+    # Shared by every process of the instance (workers write it, web's /healthz reads it), apart from
+    # other instances on the same Redis (namespace.state_scope).
+    return f"llm-state:{namespace.state_scope()}:{scope}:{task}"
 
 
 def _cache():

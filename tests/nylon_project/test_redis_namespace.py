@@ -83,21 +83,44 @@ def test_explicit_names_win_and_the_control_exchange_stays_the_databases(tmp_pat
     assert blank == derived
 
 
-def test_state_keys_are_per_database_not_per_database_name(monkeypatch):
-    """The LLM state, the embedders' states and retention's last run, two embedded servers each with
-    a database ``nylon``: keyed by the name alone, one instance read the other's LLM state."""
-    from django.db import connection
-
+def _state_keys() -> tuple[str, str, str]:
     from memory import embedding
     from nylon_project import retention
     from reflection import llm
 
+    return llm._state_key("global", "probe"), embedding._states_key()[0], retention._last_run_key()
+
+
+def test_state_keys_are_the_instances(monkeypatch, settings):
+    """The LLM state, the embedders' states and retention's last run. Two embedded servers, each
+    with a database ``nylon`` on one Redis, have two namespaces: keyed by the name alone, one read
+    the other's LLM state."""
+    from django.db import connection
+
     keys = []
-    for host in ("/srv/one/.nylon/pg", "/srv/two/.nylon/pg"):
+    for host, ns in (("/srv/one/.nylon/pg", "1111111111"), ("/srv/two/.nylon/pg", "2222222222")):
         monkeypatch.setitem(connection.settings_dict, "HOST", host)
-        keys.append((llm._state_key("global", "probe"), embedding._states_key()[0], retention._last_run_key()))
+        settings.NYLON_NAMESPACE = ns
+        keys.append(_state_keys())
     for mine, theirs in zip(*keys, strict=True):
         assert mine != theirs, (mine, theirs)
+
+
+def test_state_keys_meet_when_processes_spell_the_database_two_ways(monkeypatch, settings):
+    """The operator's Redis with no namespace (the names of before): web through a pooler, workers
+    direct. Workers write the LLM and retention state that web's /healthz reads, so the keys must
+    not depend on the host or port (they did: a failing LLM stayed 'not probed yet' on /healthz)."""
+    from django.db import connection
+
+    settings.NYLON_NAMESPACE = ""
+    keys = []
+    for host, port in (("pgbouncer", "6432"), ("db", "5432")):
+        monkeypatch.setitem(connection.settings_dict, "HOST", host)
+        monkeypatch.setitem(connection.settings_dict, "PORT", port)
+        keys.append(_state_keys())
+    assert keys[0] == keys[1]
+    monkeypatch.setitem(connection.settings_dict, "NAME", "other")  # another database: other state
+    assert all(a != b for a, b in zip(keys[0], _state_keys(), strict=True))
 
 
 @pytest.mark.django_db
