@@ -38,6 +38,8 @@ TEXTS = {
     "a dated decision repeated": "Ana said on Monday that Ben will move the Q4 freeze to December 7. ",
     "change verbs with 'off'": "moved CI off ",
     "hand-overs": "took over ",
+    "moves in one clause": "moved the standup to Friday and ",
+    "'now' dates in one clause": "the freeze now starts December 7 and ",
 }
 STATEMENT = "The ledger database is PostgreSQL 15."
 
@@ -47,13 +49,18 @@ def _conflict_check(text: str) -> None:
         conflict_reason(a, b, extract_entities(a), extract_entities(b))
 
 
+def _conflict_self(text: str) -> None:
+    conflict_reason(text, text, extract_entities(text), extract_entities(text))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
     at = datetime(2026, 11, 20, 10, tzinfo=UTC)
     for title, work in (("silks (in the write request)", lambda text: weave_silks(text, occurred_at=at)),
-                        ("conflict check of a pair, both ways (worker)", _conflict_check)):
+                        ("conflict check of a pair, both ways (worker)", _conflict_check),
+                        ("conflict check of the text against itself (both sides long)", _conflict_self)):
         rows = []
         for name, unit in TEXTS.items():
             text = (unit * (LIMIT // len(unit) + 1))[:LIMIT]

@@ -49,3 +49,23 @@ def test_long_adversarial_texts_are_read_as_their_first_statements(unit, monkeyp
     monkeypatch.setattr(rules, "statement", lambda t, *a, **k: read.append(len(t)) or parse(t, *a, **k))
     _reason(text, STATEMENT)
     assert read and max(read) <= MAX_RULE_CHARS
+
+
+def test_a_clause_of_many_moves_is_parsed_once(monkeypatch):
+    """A text with no clause break is one clause however many moves it holds: it was parsed again for
+    each of them (64 parses of the same 1,000 characters, 100+ ms a pair, seconds for a write's
+    candidates)."""
+    from collections import Counter
+
+    import reflection.heuristics as rules
+
+    unit = "moved the standup to Friday and "
+    text = (unit * (20000 // len(unit) + 1))[:20000]
+    assert len(rules._clause_spans(_rule_text(text))) == 1
+    before = _reason(text, text)
+    parsed: list[str] = []
+    dated = rules._dated
+    monkeypatch.setattr(rules, "_dated", lambda clause: parsed.append(clause) or dated(clause))
+    assert _reason(text, text) == before
+    # each direction reads a clause at most twice: as the moving side's and as the other's dated one
+    assert parsed and max(Counter(parsed).values()) <= 4, Counter(parsed).most_common(1)
