@@ -3,7 +3,7 @@
 One JSON object per line, ``{"type": "header" | "node" | "edge" | "asset" | "asset_version", ...}``.
 Rows refer to each other by their ids in the source org and to people by portable names (username,
 agent name, team slug), so a file imports into any org: ids are remapped, owners are matched by
-name among the target org's members and agents (a version's author too, by its label), and a row
+name among the target org's members and agents (a version's author too: ``_author``), and a row
 whose owner (or team, for team rows) does not exist there is skipped and counted, never given to
 someone else.
 
@@ -45,7 +45,7 @@ FORMAT = "nylon-export"
 FORMAT_VERSION = 1
 _REF_FIELDS = {"id", "org", "owner_user", "owner_agent", "team", "source_user", "source_agent", "embedding",
                "approved_by", "asset", "src", "dst", "search", "txid",
-               "author_agent", "author_user"}  # a version's author by id: its label travels (_author)
+               "author_agent", "author_user"}  # a version's author: by name (_author_names), not id
 
 
 def _plain(v):
@@ -65,13 +65,31 @@ def _who(obj) -> dict:
             "team": obj.team.slug if obj.team_id else None}
 
 
-def _author(label: str, users: dict, agents: dict) -> dict:
-    """A version's author ids in the target org, from its label ("agent:<name>", "user:<username>"),
-    as owners are matched: the org's agent of that name, the member with that username, else none.
-    An agent may write again on its own edit awaiting review, told by ``author_agent``
-    (``services._writes_on_what_it_reads``): without it, an import took that from the agent. A label
-    names an agent of the importer's org only, whom an org admin already acts as (it mints its keys)."""
-    kind, _, name = (label or "").partition(":")
+def _author_names(v: AssetVersion) -> dict:
+    """A version's author by the name it bears now, as owners are exported (``_who``). The label is
+    the name at the time: an agent renamed since, whose former name a new agent took, would be
+    matched on import to the newcomer, who could then write on the renamed agent's pending edit."""
+    return {"author_agent": v.author_agent.name if v.author_agent_id else None,
+            "author_user": v.author_user.username if v.author_user_id else None}
+
+
+def _author(row: dict, users: dict, agents: dict) -> dict:
+    """A version's author in the target org, matched as owners are: the org's agent of that name,
+    else the member with that username, else none. An agent may write again on its own edit
+    awaiting review, told by ``author_agent`` (``services._writes_on_what_it_reads``), so an
+    import must give the edit to the agent that wrote it, and to no other.
+
+    The names (``_author_names``) are popped from ``row``. Only a file from before them falls back
+    to the label ("agent:<name>", "user:<username>"), the name at the time, which a namesake may
+    bear now. A row with the names but both null had no author left in the source (deleted): no
+    one, not the label's namesake. Names resolve among the importing org's agents and members only,
+    never ids: an org admin already acts as any of its agents (it mints their keys)."""
+    if "author_agent" in row or "author_user" in row:
+        agent, user = row.pop("author_agent", None), row.pop("author_user", None)
+        if agent:  # an agent wins over a user, as for owners (a version has one author)
+            return {"author_agent": agents.get(agent), "author_user": None}
+        return {"author_agent": None, "author_user": users.get(user or "")}
+    kind, _, name = (row.get("author_label") or "").partition(":")
     return {"author_agent": agents.get(name) if kind == "agent" else None,
             "author_user": users.get(name) if kind == "user" else None}
 
@@ -104,8 +122,10 @@ def export_lines(org: Organization, *, actor=None) -> Iterator[str]:
         yield json.dumps({"type": "asset", "id": a.id, **_who(a), **_fields(a),
                           "approved_by": a.approved_by.username if a.approved_by_id else None},
                          ensure_ascii=False)
-        for v in AssetVersion.objects.filter(asset=a).order_by("version"):
-            yield json.dumps({"type": "asset_version", "asset": a.id, **_fields(v)}, ensure_ascii=False)
+        versions = AssetVersion.objects.filter(asset=a).select_related("author_agent", "author_user")
+        for v in versions.order_by("version"):
+            yield json.dumps({"type": "asset_version", "asset": a.id, **_author_names(v), **_fields(v)},
+                             ensure_ascii=False)
 
 
 # The columns an exported row carries besides its model's own (``_fields``): references by id in
@@ -114,7 +134,7 @@ def export_lines(org: Organization, *, actor=None) -> Iterator[str]:
 _ROW_REFS = {
     "node": {"id", "owner_user", "owner_agent", "team", "source_user", "source_agent", "embedding"},
     "asset": {"id", "owner_user", "owner_agent", "team", "approved_by"},
-    "asset_version": {"asset"},
+    "asset_version": {"asset", "author_agent", "author_user"},
     "edge": {"src", "dst", "kind", "weight"},
 }
 
@@ -311,7 +331,8 @@ _REF_CHECKS: dict[str, dict[str, tuple[Callable, bool]]] = {
              "source_agent": (_name_or_null, False), "embedding": (_embedding_error, False)},
     "asset": {"id": (_id_error, True), "owner_user": (_name_or_null, False), "owner_agent": (_name_or_null, False),
               "team": (_name_or_null, False), "approved_by": (_name_or_null, False)},
-    "asset_version": {"asset": (_id_error, True)},
+    "asset_version": {"asset": (_id_error, True), "author_agent": (_name_or_null, False),
+                      "author_user": (_name_or_null, False)},
     "edge": {"src": (_id_error, True), "dst": (_id_error, True)},
 }
 
@@ -745,8 +766,8 @@ def import_lines(org: Organization, lines: Iterable[str], *, actor=None) -> dict
                     # an export from before approved_at: its served version was approved (the
                     # migration's rule), or agents would be given an empty history of what they read
                     row["approved_at"] = a.approved_at or a.updated_at
-                AssetVersion.objects.create(org=org, asset=a, **_author(row.get("author_label"), users, agents),
-                                            **row)
+                author = _author(row, users, agents)
+                AssetVersion.objects.create(org=org, asset=a, **author, **row)
                 counts["asset_version"] += 1
     except IntegrityError as exc:
         # a row written since the look-up above (imports are serialised, other writers are not)
