@@ -50,3 +50,26 @@ def test_the_demo_agents_first_memories_are_seen_by_the_demo_login(client_for):
 
     owner = get_user_model().objects.get(username="demo-owner-y")
     assert visible_nodes(actor=actor_for_user(owner, agent.org)).filter(id=r.json()["node_ids"][0]).exists()
+
+
+def test_a_later_run_sets_the_password_given_and_otherwise_says_how(world):
+    """The random password is printed once, by the first run; on a later run NYLON_ADMIN_PASSWORD
+    (``--password``) was ignored ("keeping its data"), so a lost login could not be recovered as the
+    README says."""
+    call_command("seed_demo", org="demo-z", username="demo-owner-z", password="the-first-password-42",
+                 stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("seed_demo", org="demo-z", username="demo-owner-z", password="", stdout=out)
+    assert "changepassword demo-owner-z" in out.getvalue() and "NYLON_ADMIN_PASSWORD" in out.getvalue()
+    c = Client()
+    assert c.post("/login/", {"username": "demo-owner-z", "password": "the-first-password-42"}).status_code == 302
+
+    call_command("seed_demo", org="demo-z", username="demo-owner-z", password="a-new-password-42", stdout=io.StringIO())
+    assert Client().post("/login/", {"username": "demo-owner-z", "password": "a-new-password-42"}).status_code == 302
+    assert Client().post("/login/", {"username": "demo-owner-z", "password": "the-first-password-42"}).status_code == 200
+    # a name that is no member of the demo org is left alone
+    outsider = world["outsider"]
+    before = get_user_model().objects.get(pk=outsider.pk).password
+    call_command("seed_demo", org="demo-z", username=outsider.username, password="another-password-42",
+                 stdout=io.StringIO())
+    assert get_user_model().objects.get(pk=outsider.pk).password == before

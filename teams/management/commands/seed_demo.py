@@ -24,8 +24,10 @@ class Command(BaseCommand):
     @transaction.atomic
     def handle(self, *args, org: str, username: str, password: str, **opts):
         User = get_user_model()
-        if Organization.objects.filter(slug=org).exists():
+        existing = Organization.objects.filter(slug=org).first()
+        if existing is not None:
             self.stdout.write(f"Demo organisation '{org}' exists; keeping its data (keys are not shown again).")
+            self._login_again(existing, username, password)
             return
         password = password or secrets.token_urlsafe(12)
         user = User.objects.filter(username=username).first()
@@ -47,3 +49,20 @@ class Command(BaseCommand):
         self.stdout.write(f"  agent API key : {plain}   (shown once; store it now)")
         self.stdout.write("  the agent's writes are org-wide unless a write names its visibility "
                           "(console: Agents → demo-agent)")
+
+    def _login_again(self, org: Organization, username: str, password: str) -> None:
+        """The login printed once, at the first run, is lost with that run's output. A password given
+        (``NYLON_ADMIN_PASSWORD``, ``--password``) is set again on the demo org's member of that name,
+        as the README promises; without one, say how to get back in."""
+        from teams.models import Membership
+
+        member = Membership.objects.filter(org=org, user__username=username).select_related("user").first()
+        if member is None:
+            return
+        if password:
+            member.user.set_password(password)
+            member.user.save(update_fields=["password"])
+            self.stdout.write(f"  console login : {username} / the NYLON_ADMIN_PASSWORD given")
+        else:
+            self.stdout.write(f"  console login : {username} (lost its password? run with NYLON_ADMIN_PASSWORD=<new> "
+                              f"to set one, or: .venv/bin/python manage.py changepassword {username})")
