@@ -85,3 +85,17 @@ class RequestIdFilter(logging.Filter):
             record.request_id = (current_request_id() or clean(getattr(getattr(record, "request", None),
                                                                        "request_id", None)) or NONE)
         return True
+
+
+class DisallowedHostFilter(logging.Filter):
+    """A request for a host Nylon does not serve is the client's mistake (a balancer probing with its
+    own ``Host``), answered 400: one warning line naming the setting to change, not an ERROR with a
+    30-line traceback on every probe, nor Django's advice to edit ``ALLOWED_HOSTS``, which an
+    operator sets through ``NYLON_ALLOWED_HOSTS``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = record.getMessage().replace("to ALLOWED_HOSTS", "to NYLON_ALLOWED_HOSTS")
+        record.args = None
+        record.exc_info = record.exc_text = record.stack_info = None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True

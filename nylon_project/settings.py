@@ -420,11 +420,13 @@ LOGGING = {
     # ("-" outside one); nylon_project.request_context.
     # invite_tokens: an invitation link's token never reaches a log line (teams.logfilters).
     "filters": {"request_id": {"()": "nylon_project.request_context.RequestIdFilter"},
-                "invite_tokens": {"()": "teams.logfilters.InviteTokenFilter"}},
+                "invite_tokens": {"()": "teams.logfilters.InviteTokenFilter"},
+                "disallowed_host": {"()": "nylon_project.request_context.DisallowedHostFilter"}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
                              "filters": ["request_id", "invite_tokens"]}},
     "root": {"handlers": ["console"], "level": NYLON_LOG_LEVEL},
     # httpx logs every request's full URL at INFO: an LLM or embedding URL may carry user:password.
-    "loggers": {"pgserver": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    "loggers": {"pgserver": {"level": "WARNING"}, "httpx": {"level": "WARNING"},
+                "django.security.DisallowedHost": {"filters": ["disallowed_host"]}},
 }
