@@ -1,6 +1,7 @@
 """Per-agent proxy measurements in Redis (shared by every web process):
 
-- requests, injected / passed through unmodified, and of those passed through, why the memory was
+- requests (those the upstream failed, answered 502, too: ``upstream_failed``), injected / passed
+  through unmodified, and of those passed through, why the memory was
   skipped: ``busy`` (no build slot free, none started), ``over_budget`` (the budget ran out: the
   build given up at it, its thread running on, or none started with no time left),
 - tokens injected (approximate: characters / 4),
@@ -39,7 +40,7 @@ SKIP_REASONS = ("busy", "over_budget")
 
 
 def record(*, org_id: int, agent_id: int, injected: bool, tokens: int, stable_hash: str | None,
-           overhead_ms: float, skipped: str | None = None) -> None:
+           overhead_ms: float, skipped: str | None = None, upstream_failed: bool = False) -> None:
     try:
         r = _redis()
         counts = _key(org_id, agent_id, "counts")
@@ -48,6 +49,8 @@ def record(*, org_id: int, agent_id: int, injected: bool, tokens: int, stable_ha
         pipe.hincrby(counts, "requests", 1)
         pipe.hincrby(counts, "injected" if injected else "passthrough", 1)
         pipe.hincrby(counts, "tokens_injected", tokens)
+        if upstream_failed:
+            pipe.hincrby(counts, "upstream_failed", 1)
         if skipped in SKIP_REASONS:
             pipe.hincrby(counts, f"skipped_{skipped}", 1)
         if stable_hash and previous is not None:
@@ -85,6 +88,7 @@ def read(org_id: int, agent_id: int) -> dict:
         "requests": requests,
         "injected": injected,
         "passthrough": raw.get("passthrough", 0),
+        "upstream_failed": raw.get("upstream_failed", 0),  # answered 502 upstream_unavailable
         "memory_skipped": {reason: raw.get(f"skipped_{reason}", 0) for reason in SKIP_REASONS},
         "tokens_injected": {"total": raw.get("tokens_injected", 0),
                             "per_injected_request": round(raw.get("tokens_injected", 0) / injected, 1)

@@ -46,7 +46,9 @@ DROP_REQUEST = frozenset({"connection", "keep-alive", "proxy-authenticate", "pro
 # point the caller's client at another service for Nylon's origin.
 DROP_RESPONSE = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-authenticate", "te", "trailer",
                            "trailers", "transfer-encoding", "upgrade", "content-length", "content-encoding",
-                           "x-request-id", "set-cookie", "set-cookie2", "alt-svc"})
+                           "x-request-id", "set-cookie", "set-cookie2", "alt-svc",
+                           # our server sets its own: relayed, an answer carried two of each
+                           "server", "date"})
 MAX_CAPTURE = 1024 * 1024  # bytes of a streamed answer kept for the write-back
 MAX_TOOL_ROUNDS = 3
 WRITEBACK_HEADER = "X-Nylon-Writeback"
@@ -356,12 +358,12 @@ async def _proxy(request, protocol_name: str):
     explicit_session = request.headers.get("X-Nylon-Session", "")
     overhead_ms = (time.perf_counter() - t0) * 1000
 
-    def after(answer: str, ok: bool) -> None:
+    def after(answer: str, ok: bool, upstream_failed: bool = False) -> None:
         """Off the request path: stats, then the write-back (of answered exchanges only)."""
         stats.record(org_id=actor.org.id, agent_id=actor.id, injected=bundle is not None,
                      tokens=bundle.approx_tokens if bundle else 0,
                      stable_hash=bundle.stable_hash if bundle else None, overhead_ms=overhead_ms,
-                     skipped=skipped)
+                     skipped=skipped, upstream_failed=upstream_failed)
         user_text = protocol.new_user_turn(body) if body else ""
         if not ok or not writes_back or not (user_text or answer) or actor.key_id is None:
             return
@@ -372,12 +374,18 @@ async def _proxy(request, protocol_name: str):
                                     answer=answer, model=str(body.get("model", "")))
         writeback.enqueue(key_id=actor.key_id, session_key=session, turns=turns)
 
+    def failed(exc: Exception, stage: str) -> JsonResponse:
+        # counted like any request (memory was built and injected or not all the same), nothing
+        # written back: no answer came
+        _background(after, "", False, True, request_id=getattr(request, "request_id", None))
+        return _upstream_failed(request, protocol_name, memory, exc, stage)
+
     client = _upstream_client()
     try:
         upstream_req = client.build_request("POST", upstream_url, content=payload, headers=headers)
         upstream = await client.send(upstream_req, stream=True)
     except httpx.HTTPError as exc:
-        return _upstream_failed(request, protocol_name, memory, exc, "connecting")
+        return failed(exc, "connecting")
 
     is_stream = "text/event-stream" in upstream.headers.get("content-type", "")
     if is_stream:
@@ -386,7 +394,7 @@ async def _proxy(request, protocol_name: str):
     try:
         content = await upstream.aread()
     except httpx.HTTPError as exc:
-        return _upstream_failed(request, protocol_name, memory, exc, "reading the answer")
+        return failed(exc, "reading the answer")
     finally:
         await upstream.aclose()
     status = upstream.status_code
@@ -402,7 +410,7 @@ async def _proxy(request, protocol_name: str):
                                                               sent_body, answer_json, content, status)
         except httpx.HTTPError as exc:
             # the first answer held only our tool calls: the caller cannot use it, so no partial 200
-            return _upstream_failed(request, protocol_name, memory, exc, "answering a memory tool call")
+            return failed(exc, "answering a memory tool call")
     response = HttpResponse(content, status=status,
                             content_type=upstream.headers.get("content-type", "application/json"))
     _copy_headers(upstream, response, memory, bundle, writes_back)
@@ -451,7 +459,7 @@ def _stream(upstream: httpx.Response, protocol, memory: str, bundle, after, requ
     async def relay():
         kept: list[bytes] = []
         size = 0
-        completed = False
+        completed = failed = False
         recent = b"\n\n"  # the last bytes relayed, whether captured or not
         try:
             # Decoded bytes: Content-Encoding is not relayed (DROP_RESPONSE), and an upstream may
@@ -470,6 +478,7 @@ def _stream(upstream: httpx.Response, protocol, memory: str, bundle, after, requ
             # of taking the truncated answer for a finished one (nor is it written back, below).
             log.warning("proxy: upstream %s failed mid-stream: %s", protocol.name, type(exc).__name__)
             if protocol.stream_end not in recent:  # a failure after the last event lost nothing
+                failed = True
                 body = error_body("upstream_unavailable", _UPSTREAM_FAILED.format(protocol.name),
                                   request=request)
                 # an upstream chunk cut mid-event is closed first, so the error event parses on its own
@@ -481,6 +490,8 @@ def _stream(upstream: httpx.Response, protocol, memory: str, bundle, after, requ
             if completed or protocol.stream_end in data[-256:]:
                 _background(after, _parse_sse(data, protocol) if capture else "", capture,
                             request_id=getattr(request, "request_id", None))
+            else:  # cut short (the upstream failed, or the caller left): counted, never written back
+                _background(after, "", False, failed, request_id=getattr(request, "request_id", None))
             await upstream.aclose()
 
     response = StreamingHttpResponse(relay(), status=upstream.status_code,
