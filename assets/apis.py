@@ -7,7 +7,8 @@ from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import ParseError, PermissionDenied
+from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 
 from memory.models import Visibility
@@ -20,6 +21,7 @@ from nylon_project.api import (
     team_from_input,
 )
 from nylon_project.pagination import CursorPage
+from nylon_project.parsers import SafeJSONParser, UnstorableBodyText
 from nylon_project.schema import ErrorResponse
 from teams import access as team_access
 from teams.access import require_org_admin
@@ -664,7 +666,41 @@ class ExportApi(Api):
         return resp
 
 
+class ImportLinesParser(BaseParser):
+    """The export file itself (``Content-Type: application/x-ndjson``), as ``GET export`` answers it:
+    the body is the ``jsonl`` field. Before, only ``{"jsonl": "<the file>"}`` was taken, and the
+    file posted as it was got a 415."""
+
+    media_type = "application/x-ndjson"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        raw = stream.read() if stream is not None else b""
+        try:
+            return {"jsonl": raw.decode("utf-8")}
+        except UnicodeDecodeError:
+            raise ParseError("Request body is not valid UTF-8.") from None
+
+
+class ImportJSONParser(SafeJSONParser):
+    """``application/json``: ``{"jsonl": "<the file>"}``. The file itself sent under this type fails
+    at its second line with the decoder's "Extra data": say which type it needs."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except ParseError as exc:
+            if "Extra data" not in str(exc.detail) or isinstance(exc, UnstorableBodyText):
+                raise
+            raise ParseError(f"{exc.detail}. Post the export file itself with Content-Type: "
+                             "application/x-ndjson, or as application/json {\"jsonl\": \"<the file>\"}.") from None
+
+
 class ImportApi(Api):
+    """Up to ``NYLON_MAX_IMPORT_BYTES`` (64 MiB) a request, where other requests have 2 MiB; a larger
+    org moves with ``manage.py export_memory`` / ``import_memory``."""
+
+    parser_classes = [ImportJSONParser, ImportLinesParser]
+
     class InputSerializer(StrictSerializer):
         jsonl = serializers.CharField(trim_whitespace=False)
 

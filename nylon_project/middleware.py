@@ -32,6 +32,9 @@ class RequestIdMiddleware:
         return response
 
 
+IMPORT_PATHS = frozenset({"/api/v1/import", "/api/v1/import/"})  # assets.apis.ImportApi: a whole export file
+
+
 class BodySizeLimitMiddleware:
     """Refuse oversize bodies with 413 from the declared length, before anything reads them."""
 
@@ -44,7 +47,7 @@ class BodySizeLimitMiddleware:
             size = int(length) if length else _buffered_size(request)
         except ValueError:
             size = -1
-        limit = settings.NYLON_MAX_BODY_BYTES
+        limit = settings.NYLON_MAX_IMPORT_BYTES if request.path_info in IMPORT_PATHS else settings.NYLON_MAX_BODY_BYTES
         if size < 0 or size > limit:
             return error_response(request, 413, "payload_too_large", f"Request body exceeds {limit} bytes.")
         return self.get_response(request)

@@ -322,6 +322,9 @@ DEFAULT_FROM_EMAIL = _env("NYLON_EMAIL_FROM") or "nylon@localhost"
 
 # Bodies beyond this are refused with 413 before any parsing (see BodySizeLimitMiddleware).
 NYLON_MAX_BODY_BYTES = env_int("NYLON_MAX_BODY_BYTES", 2 * 1024 * 1024)
+# An org's export posted back (POST /api/v1/import) is a file, not a request: 25 memories export to
+# ~130 KB, so 2 MiB refused an org of a few hundred. Larger orgs: manage.py import_memory.
+NYLON_MAX_IMPORT_BYTES = env_int("NYLON_MAX_IMPORT_BYTES", 64 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = NYLON_MAX_BODY_BYTES
 # Requests in flight per web process before new ones get 503 + Retry-After (nylon_project.shedding);
 # 0 turns shedding off. Twice the 32 concurrent clients the benchmarks use: at 32 a client's next
