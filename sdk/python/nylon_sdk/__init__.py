@@ -30,6 +30,7 @@ from .types import (
     RecallItem,
     ResonateResult,
     Turn,
+    TurnFieldError,
     WeaveResult,
     with_event_ids,
 )
@@ -38,5 +39,5 @@ __all__ = [
     "APIError", "AsyncClient", "AuthError", "Client", "Conflict", "ConflictError", "Context", "EndpointUnavailable",
     "Explanation", "Health", "Hit", "Node", "NotFound", "NylonError", "Page", "PayloadTooLarge", "PermissionDenied",
     "RateLimited", "RecallItem", "ResonateResult", "RetryPolicy", "ServerError", "Timeout", "TransportError", "Turn",
-    "ValidationError", "WeaveResult", "__version__", "with_event_ids",
+    "TurnFieldError", "ValidationError", "WeaveResult", "__version__", "with_event_ids",
 ]

@@ -18,7 +18,18 @@ from typing import Any
 import httpx
 
 from . import errors
-from .types import Conflict, Context, Health, Hit, Node, Page, ResonateResult, Turn, WeaveResult
+from .types import (
+    Conflict,
+    Context,
+    Health,
+    Hit,
+    Node,
+    Page,
+    ResonateResult,
+    Turn,
+    WeaveResult,
+    request_scope,
+)
 
 __version__ = "0.1.0"
 API = "/api/v1"
@@ -172,10 +183,18 @@ class Endpoints:
         message id), or derive them with ``with_event_ids(session_key, turns)`` — over the whole
         input, before batching — as ``nylon weave`` does; sent again, the same event_id with the
         same text, speaker and session is a replay (200, nothing written), and with different ones a
-        ``ConflictError`` (409 ``event_id_reused``) that writes nothing."""
-        body = {"session_key": session_key, "turns": [Turn.coerce(t).to_json() for t in turns],
-                "end_session": end_session}
-        body.update(_clean({"visibility": visibility, "team_id": team_id}))
+        ``ConflictError`` (409 ``event_id_reused``) that writes nothing.
+
+        A turn is a str, a ``Turn`` or a dict of its fields: ``text``, ``speaker``, ``occurred_at``,
+        ``event_id``, ``caption``, ``metadata``, and ``visibility`` / ``team_id``, which the API takes
+        for the whole request: a turn that names them is written with them when every turn of the
+        call (and the ``visibility`` / ``team_id`` argument, if given) agrees, and otherwise nothing
+        is sent (``TurnFieldError``, a ValueError naming the turn). Any other key is a
+        ``TurnFieldError`` naming it, before anything is sent."""
+        coerced = [Turn.coerce(t) for t in turns]
+        scope = request_scope(coerced, visibility=visibility, team_id=team_id)
+        body = {"session_key": session_key, "turns": [t.to_json() for t in coerced], "end_session": end_session}
+        body.update(_clean(scope))
         return self._call(Call("POST", f"{API}/memories/weave-session", json=body, parse=WeaveResult.from_json))
 
     # -- reads ---------------------------------------------------------------------------------

@@ -18,10 +18,11 @@ import time
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from .client import Client
 from .errors import APIError, AuthError, NylonError, PermissionDenied
-from .types import Turn, with_event_ids
+from .types import Turn, TurnFieldError, request_scope, with_event_ids
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -66,28 +67,114 @@ def _not_json(source: str, line: int, exc: json.JSONDecodeError) -> ValueError:
     return ValueError(f"{source}:{line}: not valid JSON ({exc.msg} at column {exc.colno}); nothing was written")
 
 
-def read_turns(text: str, source: str = "<stdin>") -> list[Turn]:
-    """A JSON list (of strings or turn objects), ``{"turns": [...]}``, JSONL (one turn a line),
-    or plain text (one turn a non-empty line). A line that is not JSON is a ValueError naming
-    ``source`` and its line number (the whole input is read before anything is sent)."""
+# A JSON object with "turns" is a weave-session body: these are its fields (memory/apis.py).
+FILE_FIELDS = ("session_key", "turns", "visibility", "team_id", "end_session")
+_WS = re.compile(r"[ \t\n\r]*")  # JSON's whitespace
+_DECODER = json.JSONDecoder()
+
+
+@dataclasses.dataclass
+class WeaveInput:
+    """What an input gives ``nylon weave``: its turns, the line each starts on (errors name it), and
+    the request fields of a ``{"session_key": …, "turns": […]}`` document (None: not given)."""
+
+    turns: list[Turn]
+    lines: list[int]
+    session_key: str | None = None
+    visibility: str | None = None
+    team_id: int | None = None
+    end_session: bool | None = None
+
+
+def _line_at(text: str, at: int) -> int:
+    return text.count("\n", 0, at) + 1
+
+
+def _array_item_starts(text: str, at: int) -> list[int]:
+    """Where each item of the (valid) JSON array at ``text[at]`` starts: json.loads keeps no
+    positions, and an error in a turn of a multi-line document should name its line."""
+    starts: list[int] = []
+    at = _WS.match(text, at + 1).end()
+    while text[at] != "]":
+        starts.append(at)
+        _, at = _DECODER.raw_decode(text, at)
+        at = _WS.match(text, at).end()
+        if text[at] == ",":
+            at = _WS.match(text, at + 1).end()
+    return starts
+
+
+def _object_member_starts(text: str, at: int) -> dict[str, tuple[int, int]]:
+    """key -> (where the key starts, where its value starts) of the (valid) JSON object at
+    ``text[at]``; of a repeated key, the last, as json.loads keeps."""
+    members: dict[str, tuple[int, int]] = {}
+    at = _WS.match(text, at + 1).end()
+    while text[at] != "}":
+        key_at = at
+        key, at = _DECODER.raw_decode(text, at)
+        at = _WS.match(text, _WS.match(text, at).end() + 1).end()  # past the ':'
+        members[key] = (key_at, at)
+        _, at = _DECODER.raw_decode(text, at)
+        at = _WS.match(text, at).end()
+        if text[at] == ",":
+            at = _WS.match(text, at + 1).end()
+    return members
+
+
+def _coerce(value: Any, source: str, line: int, *, json_lines: bool = False) -> Turn:
+    try:
+        return Turn.coerce(value)
+    except TurnFieldError as exc:
+        hint = ""
+        if json_lines and exc.field in FILE_FIELDS:
+            hint = ('; a line of JSON lines is one turn: a session\'s fields go in one {"session_key": …, '
+                    '"turns": […]} document')
+        raise ValueError(f"{source}:{line}: {exc.detail}{hint}; nothing was written") from None
+    except TypeError as exc:
+        raise ValueError(f"{source}:{line}: {exc}; nothing was written") from None
+
+
+def _read_document(text: str, doc: object, source: str) -> WeaveInput:
+    """A JSON document: a list of turns, one turn object, or a weave-session body with "turns"."""
+    at = _WS.match(text).end()
+    fields: dict = {}
+    if isinstance(doc, dict) and "turns" in doc:
+        members = _object_member_starts(text, at)
+        for name in doc:
+            if name not in FILE_FIELDS:
+                raise ValueError(f"{source}:{_line_at(text, members[name][0])}: unknown field {name!r} (a document "
+                                 f"with \"turns\" takes {', '.join(FILE_FIELDS)}); nothing was written")
+        fields = {k: v for k, v in doc.items() if k != "turns"}
+        if "session_key" in fields and not isinstance(fields["session_key"], str):
+            raise ValueError(f"{source}:{_line_at(text, members['session_key'][1])}: session_key is not a string; "
+                             "nothing was written")
+        doc, at = doc["turns"], members["turns"][1]
+    if isinstance(doc, dict):
+        return WeaveInput([_coerce(doc, source, _line_at(text, at))], [_line_at(text, at)])
+    if not isinstance(doc, list):  # valid JSON of another shape ({"turns": "hello"}, a bare number)
+        raise ValueError(f'{source}: expected a list of turns, {{"turns": [...]}} or JSON lines; nothing was written')
+    lines = [_line_at(text, start) for start in _array_item_starts(text, at)]
+    return WeaveInput([_coerce(t, source, n) for t, n in zip(doc, lines, strict=True)], lines, **fields)
+
+
+def read_input(text: str, source: str = "<stdin>") -> WeaveInput:
+    """A JSON list (of strings or turn objects), a weave-session body ``{"turns": [...]}`` (with
+    its ``session_key``, ``visibility``, ``team_id``, ``end_session`` if given), JSONL (one turn a
+    line), or plain text (one turn a non-empty line). A line that is not JSON, a turn field or a
+    document field the API does not take, is a ValueError naming ``source`` and its line number
+    (the whole input is read before anything is sent)."""
     stripped = text.strip()
     if not stripped:
-        return []
+        return WeaveInput([], [])
     if stripped[0] in "[{":
         doc_error: json.JSONDecodeError | None = None
         try:
             doc = json.loads(text)  # not ``stripped``: the error's line number is the file's
         except json.JSONDecodeError as exc:
             doc, doc_error = None, exc
-        if isinstance(doc, dict) and "turns" in doc:
-            doc = doc["turns"]
-        if isinstance(doc, dict):
-            doc = [doc]
-        if isinstance(doc, list):
-            return [Turn.coerce(t) for t in doc]
-        if doc is not None:  # valid JSON of another shape ({"turns": "hello"}, a bare number)
-            raise ValueError(f'{source}: expected a list of turns, {{"turns": [...]}} or JSON lines; nothing was written')
-        turns = []
+        if doc is not None:
+            return _read_document(text, doc, source)
+        turns, lines = [], []
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
@@ -98,12 +185,17 @@ def read_turns(text: str, source: str = "<stdin>") -> list[Turn]:
                 # list, or an object pretty-printed), whose own error says where it breaks.
                 raise _not_json(source, doc_error.lineno if not turns else n, doc_error if not turns else exc) \
                     from None
-            try:
-                turns.append(Turn.coerce(value))
-            except TypeError as exc:
-                raise ValueError(f"{source}:{n}: {exc}; nothing was written") from None
-        return turns
-    return [Turn(text=line) for line in stripped.splitlines() if line.strip()]
+            turns.append(_coerce(value, source, n, json_lines=True))
+            lines.append(n)
+        return WeaveInput(turns, lines)
+    # the texts of the stripped input, as before (the input's ends trimmed); the same lines of the input
+    lines = [n for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    return WeaveInput([Turn(text=line) for line in stripped.splitlines() if line.strip()], lines)
+
+
+def read_turns(text: str, source: str = "<stdin>") -> list[Turn]:
+    """The turns of ``read_input`` (a document's request fields are not among them)."""
+    return read_input(text, source).turns
 
 
 def batches(items: list, size: int) -> Iterator[list]:
@@ -247,18 +339,53 @@ def cmd_health(args, client: Client) -> int:
     return 0 if h.status in ("ok", "degraded") else 1
 
 
+def weave_scope(args, given: WeaveInput, source: str) -> dict:
+    """The visibility and team_id of every request: the flag, else the file's, else what the turns
+    name. The API takes them per request, so a turn (or file) that says otherwise is refused by
+    line, not sent with another scope: a turn marked private was written org-wide that way."""
+    flags = {"visibility": ("--visibility", args.visibility), "team_id": ("--team", args.team)}
+    for name, (flag, value) in flags.items():
+        own = getattr(given, name)
+        if value is not None and own is not None and own != value:
+            raise ValueError(f"{source}: {flag} {value!r} differs from the file's {name} {own!r}; "
+                             "nothing was written")
+
+    def request(name: str) -> str:
+        flag, value = flags[name]
+        return flag if value is not None else f"the file's {name}"
+
+    visibility = args.visibility if args.visibility is not None else given.visibility
+    team_id = args.team if args.team is not None else given.team_id
+    try:
+        return request_scope(given.turns, visibility=visibility, team_id=team_id, request=request,
+                             where=lambda i: f"line {given.lines[i]}")
+    except TurnFieldError as exc:
+        raise ValueError(f"{source}:{given.lines[exc.index]}: {exc.detail}; nothing was written") from None
+
+
 def cmd_weave(args, client: Client) -> int:
     stdin = args.file in (None, "-")
     text = sys.stdin.read() if stdin else Path(args.file).read_text(encoding="utf-8")
-    turns = read_turns(text, "<stdin>" if stdin else args.file)
+    source = "<stdin>" if stdin else args.file
+    given = read_input(text, source)
+    turns = given.turns
     if args.speaker:  # who said the turns that name no speaker of their own
         turns = [t if t.speaker else dataclasses.replace(t, speaker=args.speaker) for t in turns]
     if not turns:
         print("nothing to weave", file=sys.stderr)
         return 1
-    # The default session is the input's: running the same file again (an import cut short) sends its
-    # turns to the same session, so their event_ids are replays (200) rather than reuses (409).
-    session = args.session or "cli-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    # Checked over the whole input before the first batch is sent, so that no batch is written with
+    # a scope another batch's turn contradicts.
+    scope = weave_scope(args, given, source)
+    # --session, else the file's own session_key (it was ignored: its turns went to cli-<hash>), else
+    # the input's: running the same file again (an import cut short) sends its turns to the same
+    # session, so their event_ids are replays (200) rather than reuses (409).
+    if args.session:
+        session = args.session
+    elif given.session_key is not None:
+        session = given.session_key
+    else:
+        session = "cli-" + hashlib.sha256(text.encode()).hexdigest()[:16]
     # Plain text and id-less JSON turns carry no event_id, and the server dedupes on nothing else: a
     # re-run wrote every turn again. Ids derived from the session and each turn's content make it a
     # replay, and give an edited line a new id (a new memory) rather than a 409 event_id_reused.
@@ -266,8 +393,11 @@ def cmd_weave(args, client: Client) -> int:
     progress = Progress(len(turns), "weave", enabled=not args.quiet)
     node_ids: list[int] = []
     created = 0
-    for chunk in batches(turns, args.batch):
-        res = client.weave_session(session, chunk, visibility=args.visibility, team_id=args.team)
+    chunks = list(batches(turns, args.batch))
+    for n, chunk in enumerate(chunks, 1):
+        # the file's end_session ends the session once, with its last turns
+        res = client.weave_session(session, chunk, end_session=bool(given.end_session) and n == len(chunks),
+                                   **scope)
         node_ids += res.node_ids
         created += res.created
         progress.advance(len(chunk))
@@ -444,15 +574,20 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("weave", parents=[common], help="write turns from stdin or a text/JSON/JSONL file")
     s.add_argument("file", nargs="?", help="path, or - for stdin (default)")
-    s.add_argument("--session", help="session key (default: cli-<hash of the input>). A turn without an event_id "
+    s.add_argument("--session", help="session key; wins over a {\"session_key\": …, \"turns\": […]} file's own "
+                                     "(default: the file's session_key, else cli-<hash of the input>). A turn "
+                                     "without an event_id "
                                      "gets one from the session, its speaker and its text, so a re-run of the same "
                                      "input writes nothing again and finishes an import cut short. An edited "
                                      "file is another input, so another session with all its turns: re-run it "
                                      "with the first run's --session to write only the new or changed turns (a "
                                      "changed turn is a new memory; the old one stays)")
     s.add_argument("--speaker", help="who said the turns (those that name no speaker of their own)")
-    s.add_argument("--visibility", choices=["private", "team", "org"])
-    s.add_argument("--team", type=int)
+    s.add_argument("--visibility", choices=["private", "team", "org", "restricted"],
+                   help="who may read the turns (default: the file's visibility, else the one its turns name, else "
+                        "the agent's default). A turn or file naming another one is an error, as the API "
+                        "takes one per request")
+    s.add_argument("--team", type=int, help="the team of team-visible turns (default: the file's team_id)")
     s.add_argument("--batch", type=int, default=200, help="turns per request")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.add_argument("--json", action="store_true")

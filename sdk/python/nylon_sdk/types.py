@@ -1,13 +1,15 @@
-"""Typed results. Each keeps the decoded JSON in ``raw`` so fields added by newer servers are
-not lost; unknown keys are ignored when building the dataclass."""
+"""Typed results, and the turns sent. Each result keeps the decoded JSON in ``raw`` so fields added
+by newer servers are not lost; unknown keys are ignored when building the dataclass. A turn is the
+other way round: what the user wrote, so a key the API does not take is refused, not ignored."""
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -23,9 +25,46 @@ def _pick(cls, data: dict, **extra) -> Any:
     return cls(**kw)
 
 
+# What the API takes for a turn of weave / weave-session / bulk (memory/apis.py, TurnInput and
+# _TURN_FIELDS), and what it takes only for the whole request. A turn dict with any other key is
+# refused here: the API refuses it too (400 "Unknown field."), and dropping it instead stored a turn
+# marked private with the writer's default visibility, readable by the whole org.
+TURN_FIELDS = ("text", "speaker", "occurred_at", "event_id", "caption", "metadata")
+# Request-level on the API, but meaningful per turn: a turn may name them, and weave_session sends
+# them as the request's when every turn of the call agrees (request_scope), else refuses the call.
+SCOPE_FIELDS = ("visibility", "team_id")
+REQUEST_FIELDS = ("session_key", "turns", "end_session")
+
+
+class TurnFieldError(ValueError):
+    """A turn the SDK refuses before sending anything: an unknown field (``field``), or a
+    visibility/team_id that differs from the other turns' or the request's. ``index`` is the
+    turn's position in the call (None when unknown)."""
+
+    def __init__(self, detail: str, *, field: str, index: int | None = None, where: str = ""):
+        super().__init__(f"{where}: {detail}" if where else detail)
+        self.detail = detail  # the message without the turn's place, for a caller that names it its way
+        self.field = field
+        self.index = index
+
+
+def unknown_turn_field(name: object) -> TurnFieldError:
+    """The error for a turn key the API does not take, naming it and, for a typo, the field meant."""
+    name = str(name)
+    if name in REQUEST_FIELDS:
+        hint = f"{name} is a field of the whole request, not of a turn"
+    else:
+        close = difflib.get_close_matches(name, TURN_FIELDS + SCOPE_FIELDS, n=1)
+        hint = (f"did you mean {close[0]!r}? " if close else "") + "a turn takes " + ", ".join(
+            TURN_FIELDS + SCOPE_FIELDS)
+    return TurnFieldError(f"unknown turn field {name!r} ({hint})", field=name)
+
+
 @dataclass
 class Turn:
-    """One turn to weave."""
+    """One turn to weave. ``visibility`` and ``team_id`` are the API's for a whole request: a turn
+    that names them is written with them, and turns that disagree are not sent in one call
+    (``request_scope``); None means the request's (its argument, else the writer's default)."""
 
     text: str
     speaker: str = ""
@@ -33,22 +72,65 @@ class Turn:
     event_id: str = ""
     caption: str = ""
     metadata: dict = field(default_factory=dict)
+    visibility: str | None = None
+    team_id: int | None = None
 
     def to_json(self) -> dict:
-        d = asdict(self)
+        """The turn as the API takes it: its own fields only (the scope goes on the request)."""
+        d = {name: getattr(self, name) for name in TURN_FIELDS}
         if isinstance(self.occurred_at, datetime):
             d["occurred_at"] = self.occurred_at.isoformat()
         return {k: v for k, v in d.items() if v not in (None, "", {})} | {"text": self.text}
 
     @classmethod
     def coerce(cls, value: Turn | str | dict) -> Turn:
+        """A ``Turn`` from a str (its text), a dict of turn fields, or a Turn. A dict key the API
+        does not take is a ``TurnFieldError`` naming it, never dropped."""
         if isinstance(value, Turn):
             return value
         if isinstance(value, str):
             return cls(text=value)
         if isinstance(value, dict):
-            return _pick(cls, value)
+            for name in value:
+                if name not in TURN_FIELDS and name not in SCOPE_FIELDS:
+                    raise unknown_turn_field(name)
+            if "text" not in value:
+                raise TurnFieldError("a turn needs a text", field="text")
+            return cls(**value)
         raise TypeError(f"a turn is a str, dict or Turn, not {type(value).__name__}")
+
+
+def request_scope(turns: list[Turn], *, visibility: str | None = None, team_id: int | None = None,
+                  request: Callable[[str], str] | None = None, where: Callable[[int], str] | None = None) -> dict:
+    """The ``visibility`` and ``team_id`` to send with ``turns`` in one request: the arguments, or
+    what the turns name. The API takes them for the whole request only, so a turn whose own value
+    (None: the request's) differs from the argument's, or from the other turns' when there is no
+    argument, is a ``TurnFieldError`` naming the turn: sent, it would be written with another
+    turn's visibility, and dropped, with the writer's default (a private turn readable by the org).
+
+    ``request`` and ``where`` word the error for a caller (the CLI: its flags, ``file:line``)."""
+    request = request or (lambda name: f"the {name} argument")
+    where = where or (lambda i: f"turn {i}")
+    out: dict = {}
+    for name, given in (("visibility", visibility), ("team_id", team_id)):
+        if given is not None:
+            ref, ref_label = given, f"{request(name)} ({given!r})"
+            check = [(i, getattr(t, name)) for i, t in enumerate(turns) if getattr(t, name) is not None]
+        elif turns:
+            ref = getattr(turns[0], name)
+            ref_label = f"{where(0)}'s " + (f"({ref!r})" if ref is not None else "(none: the request's default)")
+            check = [(i, getattr(t, name)) for i, t in enumerate(turns)]
+        else:
+            ref, check = None, []
+        for i, value in check:
+            if value != ref:
+                shown = repr(value) if value is not None else "none (the request's default)"
+                raise TurnFieldError(
+                    f"{name} {shown} differs from {ref_label}: the API takes one {name} for a whole request, "
+                    f"so every turn sent together must have the same; write turns of another {name} separately",
+                    field=name, index=i, where=where(i))
+        out[name] = ref
+    return out
 
 
 def with_event_ids(session_key: str, turns: Iterable[Turn | str | dict], *, prefix: str = "auto-") -> list[Turn]:
