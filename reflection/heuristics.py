@@ -1124,7 +1124,9 @@ def _changed_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str 
 _CHANGE_VERB = (r"switch(?:es|ed|ing)?|migrat(?:e|es|ed|ing|ion)|mov(?:e|es|ed|ing)|chang(?:e|es|ed|ing)|"
                 r"shift(?:s|ed|ing)?|port(?:s|ed|ing)?|transition(?:s|ed|ing)?|relocat(?:e|es|ed|ing)|"
                 r"go|goes|going|went|gone|upgrad(?:e|es|ed|ing)|downgrad(?:e|es|ed|ing)")
-_FROM_TO = re.compile(rf"(?i:\b(?:{_CHANGE_VERB})\b(?:\s+(?!from\b)[\w'.-]+){{0,6}}?\s+from)\s+{_OLD}\s+(?i:to|onto)\b")
+# (the name given up may carry its version: "switched billing from PostgreSQL 16 to MySQL 8")
+_FROM_TO = re.compile(rf"(?i:\b(?:{_CHANGE_VERB})\b(?:\s+(?!from\b)[\w'.-]+){{0,6}}?\s+from)\s+{_OLD}"
+                      r"(?:\s+v?\d+(?:\.\d+)*)?\s+(?i:to|onto)\b")
 _GIVES_UP = (_FROM_TO, *(re.compile(p) for p in (
     r"(?i:\b(?:replac(?:e|ed|es|ing)|swap(?:s|ped|ping)?|ditch(?:es|ed|ing)?|drop(?:s|ped|ping)?|abandon(?:s|ed|ing)?|"
     rf"retir(?:e|es|ed|ing)|deprecat(?:e|es|ed|ing)|sunset(?:s|ting)?|get(?:ting)?\s+rid\s+of|got\s+rid\s+of))\s+{_OLD}",
@@ -1231,7 +1233,7 @@ def _gave_up(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None
             said = re.escape(old) + (rf"\s+v?{re.escape(version)}(?!\w|\.\d)" if version else r"(?![\w-])")
             if not re.search(rf"(?<![\w-]){said}", y_low):
                 continue
-            if (_thing_words(x_text) & _thing_words(y_text)) - set(old.split()) - names - _GENERIC:
+            if (_thing_words(x_text) & _thing_words(y_text)) - set(old.split()) - {version} - names - _GENERIC:
                 return f"replaced: the other statement gives up {' '.join((old, version)).strip()}"
     return None
 
