@@ -392,11 +392,35 @@ _NUM_RE = re.compile(r"\d(?:[\d.\-/]*\d)?")
 _SUBJECT_DATE = (re.compile(rf"^\s*(?:the\s+)?(?P<w>[a-z][\w-]*)\s+{_DATE}", re.I),
                  re.compile(rf"^\s*(?:the\s+)?{_DATE}\s+(?P<w>[a-z][\w-]*)", re.I))
 _NOT_A_NOUN = _NOT_ID_BEFORE | {"the", "a", "an", "and", "or", "but", "of", "our", "my", "your", "their", "its"}
+# Beyond those nouns, a number right after a noun that a word before qualifies names one of a series
+# too: "release candidate 3", "ws probe 0", "meeting room 3", "CI job 12". A plain number after a noun
+# written in lower case (a name, "PostgreSQL 16", "Node 18", is a version: a value) with a word before
+# it that is neither a verb nor a preposition ("production runs postgres 15", "billing uses mysql 8",
+# "we are on node 18" give a version). Not a noun of a quantity or a setting, whose number is its value
+# ("pool size 10", "the api port 8080", "locker code 4417"), nor a plural or a verb's third person
+# ("replicas 3", "targets 17"), nor a number with a unit, a decimal or a time after it.
+_SERIES_ID = re.compile(r"(?<![\w.'-])(?P<prev>[A-Za-z][a-z-]{0,30})\s+(?P<noun>[a-z][a-z-]{1,30})\s+"
+                        r"(?P<n>\d{1,9})(?![\w%]|[.,:/-]\d)")
+_VALUE_NOUNS = frozenset({
+    "size", "limit", "timeout", "ttl", "cap", "quota", "threshold", "capacity", "budget", "price", "cost", "fee",
+    "rate", "count", "total", "version", "level", "score", "target", "retention", "interval", "delay", "latency",
+    "headcount", "port", "code", "pin", "number", "id", "password", "extension", "value", "setting", "default",
+    "amount", "balance", "salary", "age", "weight", "height", "length", "width", "depth", "temperature", "speed"})
 
 
 def _date_ident(m: re.Match[str]) -> str:
     month = (m["m1"] or m["m2"]).lower()[:3]
     return f"@{int(m['d1'] or m['d2'])} {month}" + (f" {m['y']}" if m["y"] else "")
+
+
+def _a_series_noun(word: str, ending: str = "") -> bool:
+    """Whether a word may be a noun of ``_SERIES_ID``: no verb, preposition, pronoun, time word, number
+    word or noun of a quantity (by the word lists), no plural or third person ("runs", "uses"), no
+    participle or adverb (the word before the noun may end in "ing": "meeting room 3")."""
+    endings = tuple(e for e in ("ed", "ing", "ly") if e != ending)
+    return not (word in _NOT_A_NOUN or word in _EMPTY or word in _STATE_WORDS or _lemma(word) in _STATE_WORDS
+                or word in _SETTING_BEFORE or word in _VALUE_NOUNS or word in _DAY_WORDS or word in _MONTH_WORDS
+                or word in _NUM_WORDS or _lemma(word) != word or word.endswith(endings))
 
 
 def _identifiers(text: str) -> tuple[str, frozenset[str]]:
@@ -415,6 +439,14 @@ def _identifiers(text: str) -> tuple[str, frozenset[str]]:
             continue
         name = f"#{m['n']}" if m["n"] is not None else _date_ident(m)
         found.append((m.start("noun") + len(m["noun"]), m.end(), name))
+    for m in _SERIES_ID.finditer(text):
+        prev, noun = m["prev"].lower(), m["noun"]
+        before = re.findall(r"[\w']+", text[:m.start()].lower().replace("\u2019", "'"))
+        if (any(a <= m.start("n") < b for a, b, _ in found) or _UNIT_AFTER.match(text, m.end())
+                or (before and before[-1] in _NOT_ID_BEFORE)  # "the retro is in meeting room 3": a value
+                or not _a_series_noun(noun) or not _a_series_noun(prev, ending="ing")):
+            continue
+        found.append((m.start("n"), m.end("n"), f"#{m['n']}"))
     # A date heading the subject: "16 November standup ...", "Standup 16 November ..."
     for pattern in _SUBJECT_DATE:
         sub = pattern.match(text)
@@ -683,7 +715,7 @@ _NOT_SUBJECT = frozenset({
 # What a chat line puts around the statement and does not name the thing: a lead-in ("Update:",
 # "Heads up,", "FYI") and the reason given for the move ("... because of the change freeze").
 _LEAD_IN = re.compile(r"^\s*(?:(?:update|updated|heads[\s-]+up|fyi|note|quick\s+note|reminder|psa|btw|ok(?:ay)?|so|"
-                      r"correction|change\s+of\s+plans?|news|important|good\s+news|bad\s+news)\b[\s:,;!.\u2014-]*)+",
+                      r"correction|change\s+of\s+plans?|news|important|good\s+news|bad\s+news)\b(?!\s+\d)[\s:,;!.\u2014-]*)+",
                       re.I)
 _REASON = re.compile(r"(?:,|\s)\s*(?:\(|\u2014\s*|-\s+)?(?:because|due\s+to|owing\s+to|thanks\s+to|given\s+that|"
                      r"so\s+that|as\s+a\s+result\s+of|in\s+order\s+to)\b.*$", re.I | re.S)

@@ -4,6 +4,10 @@ and numbered items that were said to conflict.
 
 1. "from X to Y" after a change verb gave X up only when X came right before "to": a name with its
    version ("switched the billing service from PostgreSQL 16 to MySQL 8") gave up nothing.
+2. A number right after a noun that labels it names which one ("release candidate 3", "ws probe 0",
+   "note 2"), as docs/architecture.md says; only the nouns of a list did, and "Note 1 ..." lost its
+   noun to the lead-in rule ("Note: ..."). A value stays one: a setting's ("DB pool size 10"), a
+   version ("production runs postgres 15"), a number after a preposition ("in meeting room 3").
 
 Every pair is checked in both directions.
 """
@@ -65,3 +69,35 @@ def test_a_versioned_name_changed_from_is_given_up(a, b):
 ])
 def test_a_versioned_name_not_given_up_conflicts_with_nothing(a, b):
     _both_none(a, b)
+
+
+# ------------------------------------------------------------------ 2. a number that labels its noun
+@pytest.mark.parametrize("a,b", [
+    ("Note 1 is done.", "Note 2 is done."),
+    ("Release candidate 3 is ready.", "Release candidate 4 is ready."),
+    ("ws probe 0 after removal", "ws probe 1 after removal"),
+    # ours
+    ("We shipped release candidate 3 to staging.", "We shipped release candidate 4 to staging."),
+    ("Our build agent pool 4 is offline.", "Our build agent pool 6 is offline."),
+    ("The search cluster 2 is degraded.", "The search cluster 3 is degraded."),
+    ("Note 3: the load test passed.", "Note 4: the load test passed."),
+])
+def test_a_number_naming_one_of_a_series_is_no_value(a, b):
+    _both_none(a, b)
+
+
+@pytest.mark.parametrize("a,b", [
+    # a setting's value, after the setting's noun
+    ("DB pool size 10", "DB pool size 20"),
+    ("The DB pool size is 10.", "The DB pool size is 20."),
+    # a version, after a verb: chat in lower case names no entity
+    ("production runs postgres 15", "production runs postgres 16"),
+    ("billing uses mysql 8", "billing uses mysql 9"),
+    # after a preposition the numbered thing is the value ("in release 3.2")
+    ("The retro is in meeting room 3.", "The retro is in meeting room 4."),
+    # a lead-in with its colon is still one
+    ("Note: 3 replicas run in staging.", "Note: 5 replicas run in staging."),
+    ("the budget is 40k", "the budget is 25k"),
+])
+def test_a_value_after_a_noun_is_still_one(a, b):
+    _both_conflict(a, b, "different number or date")
