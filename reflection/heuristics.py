@@ -739,7 +739,7 @@ _WHEN_MENTION = re.compile(_WHEN, re.I)
 _NOW_DATE = re.compile(
     r"(?<!\bfor )(?<!\bright )(?<!\bjust )(?<!\buntil )(?<!\btill )(?<!\bby )(?<!\bfrom )\bnow\s+"
     # a verb of the date between: "now starts", "now takes place", "now goes out", "is now sent"
-    r"(?:(?:is|are|be|due|[a-z]{2,}(?:s|ed))(?:\s+(?:off|out|up|live|place|due|scheduled|set|planned|slated|held))?\s+)?"
+    r"(?:(?:is|are|be|due|[a-z]{2,})(?:\s+(?:off|out|up|live|place|due|scheduled|set|planned|slated|held))?\s+)?"
     rf"(?:(?:on|at|for|from|in|by)\s+)?(?:the\s+)?(?:next\s+)?{_WHEN}"
     rf"|{_WHEN}\s+instead\b|\binstead\s+(?:(?:on|at|for)\s+)?(?:the\s+)?{_WHEN}"
     # ... or a clause opened as the new rule: "From now on the demo is on Friday", "As of today standup is at 10"

@@ -8,6 +8,9 @@ and numbered items that were said to conflict.
    "note 2"), as docs/architecture.md says; only the nouns of a list did, and "Note 1 ..." lost its
    noun to the lead-in rule ("Note: ..."). A value stays one: a setting's ("DB pool size 10"), a
    version ("production runs postgres 15"), a number after a preposition ("in meeting room 3").
+3. A day given "now" had to follow a verb in "-s" or "-ed" ("now starts", "is now sent"): a habit's
+   new day after a plural subject ("Deploys now go out on Thursdays") moved nothing; the pair was a
+   conflict only when the entity list happened to hold the weekdays.
 
 Every pair is checked in both directions.
 """
@@ -101,3 +104,28 @@ def test_a_number_naming_one_of_a_series_is_no_value(a, b):
 ])
 def test_a_value_after_a_noun_is_still_one(a, b):
     _both_conflict(a, b, "different number or date")
+
+
+# ------------------------------------------------------------------ 3. a habit given a new day "now"
+@pytest.mark.parametrize("a,b", [
+    ("Deploys go out on Tuesdays", "Deploys now go out on Thursdays"),
+    # ours
+    ("Standups are at 9am.", "Standups now happen at 10am."),
+    ("The release train leaves on Wednesdays.", "The release train now leave on Thursdays."),
+    ("We deploy on Tuesdays.", "We now deploy on Thursdays."),
+])
+def test_a_habit_given_a_new_day_now_is_rescheduled(a, b):
+    _both_conflict(a, b, "rescheduled:")
+    # by the words alone: no entity list names the days
+    assert conflict_reason(a, b) and conflict_reason(b, a)
+
+
+@pytest.mark.parametrize("a,b", [
+    ("Deploys go out on Tuesdays", "Hotfixes now go out on Thursdays"),
+    ("Deploys go out on Tuesdays.", "Deploys now need two approvals and the retro is on Thursday."),
+    ("Deploys go out on Tuesdays.", "Deploys for the mobile app now go out on Thursdays."),
+    ("Payroll runs on the 25th.", "We now know payroll runs on the 25th."),
+    ("The standup is at 9:30.", "We now have a standup bot and the retro is at 10:00."),
+])
+def test_now_of_another_thing_or_scope_moves_nothing(a, b):
+    _both_none(a, b)
