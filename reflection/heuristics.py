@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
+from itertools import islice
 
 from memory.engine.text import MONTH_NAMES, resolve_times
 
@@ -496,13 +497,45 @@ def statement(text: str, entities: list[str] | tuple[str, ...] = ()) -> Statemen
     return Statement(negated=neg, core=core, numbers=numbers, places=places, idents=idents | named)
 
 
+# The future's auxiliaries are no word of what is denied: "we will not use PostgreSQL 16 for the billing
+# service" denies "We decided to use PostgreSQL 16 ... for the billing service".
+_FUTURE = frozenset({"will", "shall"})
+
+
 def _denies_a_detail_of(denial: Statement, claim: Statement) -> bool:
     """"We never deploy on Fridays" against "We deploy on Fridays at 14:00 after the freeze": the
     denial's every word, number, place and identifier is in the claim, which only adds detail ("the
     password is not orchid77" denies no detail of "the password is tulip42"). Three words at least: "I
     don't know" is contained in too many statements to deny any of them."""
-    return (len(denial.core) >= 3 and denial.core <= claim.core and len(denial.core) * 2 >= len(claim.core)
+    core = denial.core - _FUTURE
+    return (len(core) >= 3 and core <= claim.core and len(core) * 2 >= len(claim.core)
             and denial.numbers <= claim.numbers and denial.places <= claim.places and denial.idents <= claim.idents)
+
+
+# Clauses of a side the clause rule reads: a correction is a sentence or two.
+_MAX_CLAUSES = 8
+
+
+def _clauses(text: str, entities) -> list[Statement]:
+    spans = ((sentence, s, e) for sentence in _sentences(text) for s, e in _clause_spans(sentence))
+    return [statement(sentence[s:e], entities) for sentence, s, e in islice(spans, _MAX_CLAUSES)]
+
+
+def _denied_clause(a_text: str, b_text: str, a_entities, b_entities) -> bool:
+    """A clause of one side denies what a clause of the other states (``_denies_a_detail_of``), where
+    one side says more than one thing: "Correction: we will not use PostgreSQL 16 for the billing
+    service; we decided to use MySQL 8 instead" denies "We decided to use PostgreSQL 16 as the primary
+    database for the billing service", though its second clause (and its one "not" in the whole text)
+    made the text no denial of it. Not a denial of another thing ("... not use PostgreSQL 16 for
+    analytics"), nor another value denied ("... is not orchid77")."""
+    a_clauses, b_clauses = _clauses(a_text, a_entities), _clauses(b_text, b_entities)
+    if len(a_clauses) + len(b_clauses) <= 2:
+        return False  # one clause each: the whole texts were compared
+    for xs, ys in ((a_clauses, b_clauses), (b_clauses, a_clauses)):
+        for denial in (x for x in xs if x.negated):
+            if any(not claim.negated and _denies_a_detail_of(denial, claim) for claim in ys):
+                return True
+    return False
 
 
 def _ident_kind(name: str) -> str:
@@ -1550,6 +1583,8 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
         return "negation flip: one statement denies the other"
     if a.negated != b.negated and _denies_a_detail_of(*((a, b) if a.negated else (b, a))):
         return "negation flip: one statement denies what the other states with more detail"
+    if _denied_clause(a_text, b_text, a_entities, b_entities):
+        return "negation flip: a clause of one statement denies what the other states"
     if a.negated == b.negated and overlap >= 0.75:
         if a.numbers and b.numbers and _differ(a.numbers, b.numbers) and a.places == b.places:
             return (f"different number or date for the same statement: "

@@ -11,6 +11,10 @@ and numbered items that were said to conflict.
 3. A day given "now" had to follow a verb in "-s" or "-ed" ("now starts", "is now sent"): a habit's
    new day after a plural subject ("Deploys now go out on Thursdays") moved nothing; the pair was a
    conflict only when the entity list happened to hold the weekdays.
+4. A denial in one clause of a correction ("we will not use PostgreSQL 16 for the billing service;
+   we decided to use MySQL 8 instead") was read with the whole text, whose other clause is no word
+   of the decision denied; and "will" was a word of what is denied, so "we will not use X" denied
+   no "we decided to use X".
 
 Every pair is checked in both directions.
 """
@@ -128,4 +132,33 @@ def test_a_habit_given_a_new_day_now_is_rescheduled(a, b):
     ("The standup is at 9:30.", "We now have a standup bot and the retro is at 10:00."),
 ])
 def test_now_of_another_thing_or_scope_moves_nothing(a, b):
+    _both_none(a, b)
+
+
+# ------------------------------------------------------------------ 4. a clause of a correction denies
+@pytest.mark.parametrize("a,b", [
+    (DECISION, "Correction: we will not use PostgreSQL 16 for the billing service; we decided to use MySQL 8 instead."),
+    (DECISION, "We will not use PostgreSQL 16 for the billing service."),
+    # ours
+    ("We use Kafka for the event bus.", "We don't use Kafka for the event bus anymore; we use NATS."),
+    ("Bob is joining the offsite in Lisbon.", "Bob is not joining the offsite in Lisbon, but Ana is joining it."),
+    ("The new dashboard will support IE11.", "We checked it. The new dashboard will not support IE11."),
+])
+def test_a_clause_denying_the_statement_conflicts(a, b):
+    _both_conflict(a, b, "negation flip:")
+
+
+@pytest.mark.parametrize("a,b", [
+    # another thing denied, another value denied, another person
+    (DECISION, "We will not use PostgreSQL 16 for analytics; the billing service keeps it."),
+    (DECISION, "We will not use PostgreSQL 15 for the billing service; we decided on PostgreSQL 16."),
+    ("Ana is joining the offsite in Lisbon.",
+     "Bob is not joining the offsite in Lisbon, but Ana is joining the offsite in Lisbon."),
+    ("The office wifi password is tulip42.", "The office wifi password is not orchid77; it is tulip42."),
+    ("We deploy on Fridays at 14:00.", "We don't deploy on Mondays; we deploy on Fridays at 14:00."),
+    ("The billing export supports CSV and JSON.", "The billing export does not support XML, but it supports CSV."),
+    ("The staging cluster runs 3 replicas.", "The staging cluster does not run 5 replicas; it runs 3 replicas."),
+    ("We don't have a standup on Fridays. The retro is on Friday at 4pm.", "The retro is on Friday at 4pm."),
+])
+def test_a_clause_denying_another_thing_conflicts_with_nothing(a, b):
     _both_none(a, b)
