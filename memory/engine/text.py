@@ -149,6 +149,11 @@ _COMMON_OPENERS: frozenset[str] = frozenset(
     two three four five six seven eight nine ten
     update updates note notes reminder heads fyi psa correction news announcement warning important tip
     question answer summary recap agenda decision decisions context background edit btw todo followup
+    production prod staging deploys deploy deployment deployments release releases rollout migration
+    customer customers user users incident incidents outage outages meeting meetings standup sprint
+    budget pricing costs cost revenue latency uptime traffic database databases service services
+    server servers cluster backups backup tests pipeline builds docs roadmap hiring onboarding
+    hotfix hotfixes patch patches fix fixes bug bugs ticket tickets
     """.split()
 )
 
