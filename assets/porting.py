@@ -30,7 +30,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, connection, models, transaction
-from django.db.models import Q
+from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.functions import MD5
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -548,9 +548,10 @@ def _importer_reads_nodes(importer: _Importer) -> Q:
 
 def _existing_nodes(org: Organization, plan: _Plan) -> dict[tuple, deque[int]]:
     """The org's nodes a row of the file may be, by ``_node_key``, oldest first: through the API,
-    only those the importer may read (``_importer_reads_nodes``). Deleted ones count: the event-id
-    constraint holds for them too, and re-running an import must not bring back a memory deleted
-    since."""
+    only those the importer may read (``_importer_reads_nodes``). Deleted ones count: re-running an
+    import must not bring back a memory deleted since (unlike a weave, whose event id dedupes against
+    live memories only). Live ones come before deleted ones: a row whose memory was deleted and then
+    written again under the same event id is the live memory, not the deleted one."""
     q = Q()
     if plan.event_ids:
         q |= Q(event_id__in=plan.event_ids)
@@ -562,7 +563,9 @@ def _existing_nodes(org: Organization, plan: _Plan) -> dict[tuple, deque[int]]:
     nodes = Node.objects.filter(org=org).filter(q)
     if plan.importer is not None:
         nodes = nodes.filter(_importer_reads_nodes(plan.importer))
-    rows = (nodes.annotate(text_md5=MD5("text")).order_by("id")
+    rows = (nodes.annotate(text_md5=MD5("text"), gone=ExpressionWrapper(Q(deleted_at__isnull=False),
+                                                                        output_field=BooleanField()))
+            .order_by("gone", "id")
             .values_list("id", "owner_user_id", "owner_agent_id", "event_id", "kind", "occurred_at",
                          "session_key", "seq", "text_md5"))
     for nid, user_id, agent_id, event_id, kind, occurred_at, session_key, seq, text_md5 in rows.iterator(2000):

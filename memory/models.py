@@ -99,9 +99,11 @@ class Node(models.Model):
                            | Q(owner_user__isnull=True, owner_agent__isnull=False)),
                 name="node_one_owner",
             ),
+            # An event id is a retry's key among the writer's live memories only (migration 0009):
+            # a write after the memory was deleted is a new memory, not a replay of a deleted one.
             models.UniqueConstraint(
                 fields=["org", "owner_user", "owner_agent", "event_id"],
-                condition=~Q(event_id=""),
+                condition=~Q(event_id="") & Q(deleted_at__isnull=True),
                 name="node_event_idempotent",
                 nulls_distinct=False,
             ),

@@ -215,8 +215,9 @@ def _write_session(*, actor, turns, texts, vectors, session_key, visibility, tea
     wanted = [t.event_id for t in turns if t.event_id]
     stored: dict[str, _Stored] = {}
     if wanted:
+        # Live memories only (as node_event_idempotent): a deleted memory written again is new.
         stored = {eid: _Stored(*rest) for eid, *rest in
-                  Node.objects.filter(org=actor.org, event_id__in=wanted, **owner)
+                  Node.objects.filter(org=actor.org, event_id__in=wanted, deleted_at__isnull=True, **owner)
                   .values_list("event_id", "id", MD5("text"), "speaker", "session_key")}
     if stored and source_kind not in _KEEP_FIRST_SOURCES:
         clashes = []
@@ -709,11 +710,14 @@ def _bulk_plan(actor: Actor, sessions: Sequence[SessionIn]) -> tuple[list[Team |
 
 
 def _existing_events(cur, *, org_id: int, owner: tuple[str, int], event_ids: list[str]) -> dict[str, _Stored]:
+    """The writer's live memories with these event ids: a deleted one is no replay's target (the
+    partial ``node_event_idempotent``), so its event id writes a new memory."""
     if not event_ids:
         return {}
     owner_sql, owner_id = owner
     cur.execute(f"SELECT event_id, id, md5(text), speaker, session_key FROM memory_node WHERE org_id = %s "
-                f"AND {owner_sql} = %s AND event_id = ANY(%s)", [org_id, owner_id, event_ids])
+                f"AND {owner_sql} = %s AND event_id = ANY(%s) AND deleted_at IS NULL",
+                [org_id, owner_id, event_ids])
     return {eid: _Stored(*rest) for eid, *rest in cur.fetchall()}
 
 
