@@ -270,7 +270,9 @@ class NodeDetailApi(Api):
     @extend_schema(responses={204: None})
     def delete(self, request, node_id: int):
         """Deletes the memory node. Its owner, an admin of its scope or an ACL writer may; others get a 403,
-        or a 404 when they may not even read it."""
+        or a 404 when they may not even read it. What was drawn from it (facts, bridges) and has no other
+        live source is deleted with it, each deletion audited (``memory.delete``, reason ``sources_deleted``).
+        A later write with its event_id is a new memory."""
 
         node = access_node(request.actor, node_id, for_write=True, request_id=self.request_id())
         services.node_delete(actor=request.actor, node=node, request_id=self.request_id())

@@ -10,6 +10,7 @@ process catch its cache up with exactly the rows committed since its last look.
 from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
@@ -40,6 +41,10 @@ class SourceKind(models.TextChoices):
     LLM = "llm", _("LLM abstraction")
     REFLECTION = "reflection", _("Idle reflection")
     PROXY = "proxy", _("Proxy write-back")
+
+
+# A node drawn from others (a fact, a bridge: ``source_node_ids``), whatever its kind.
+HAS_SOURCES = Q(source_node_ids__len__gt=0)
 
 
 class Node(models.Model):
@@ -115,6 +120,10 @@ class Node(models.Model):
             models.Index(fields=["org", "session_key", "seq"], name="node_org_session"),
             models.Index(fields=["org", "owner_agent", "-id"], name="node_org_agent"),
             models.Index(fields=["org", "owner_user", "-id"], name="node_org_user"),
+            # What was drawn from a node (facts, bridges): a delete finds them through it
+            # (services.node_delete, whose query repeats this condition so the planner can use it).
+            # Partial: leaves have no sources, so no weave or bulk COPY of leaves writes to it.
+            GinIndex(fields=["source_node_ids"], name="node_derived_sources", condition=HAS_SOURCES),
             HnswIndex(name="node_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
                       opclasses=["vector_cosine_ops"]),
         ]

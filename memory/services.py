@@ -420,12 +420,76 @@ def _neighbour_links(*, org_id: int, owner: tuple[str, int], nodes: list[tuple[i
     return links
 
 
+@dataclass(frozen=True)
+class Deletion:
+    node_id: int
+    derived_ids: list[int]  # derivations deleted with it: no live source was left to them
+
+
 @transaction.atomic
-def node_delete(*, actor: Actor, node: Node, request_id: str = "") -> None:
-    """Soft delete: the node leaves every index; its row stays for audit and lineage."""
-    Node.objects.filter(pk=node.pk).update(deleted_at=timezone.now())
-    audit.record(actor=actor, action="memory.delete", object_type="node", object_id=node.id, request_id=request_id)
+def node_delete(*, actor: Actor, node: Node, request_id: str = "") -> Deletion:
+    """Soft delete: the node leaves every index; its row stays for audit and lineage. The caller
+    has checked the write right over ``node`` (``assets.access.access_node(for_write=True)``).
+
+    What was drawn from it goes with it when no live source is left to it: a fact (and a bridge
+    drawn from such facts, and on down) restates its sources, so "… the staging database password
+    is hunter2", abstracted from the deleted turn, kept serving the deleted words. Those are deleted
+    on the strength of this delete, not of a write right over each: they are Nylon's restatements of
+    memories that are now all deleted (written with their sources' owner, and a scope no wider than
+    theirs). A derivation with another
+    live source stays: it may restate that source, which is still a memory. It may also still
+    restate words of the deleted one (an LLM fact drawn from two turns); deleting the fact itself
+    removes those (docs/permissions.md). Each cascaded deletion is audited and published as the
+    delete is, naming the node it followed."""
+    now = timezone.now()
+    Node.objects.filter(pk=node.pk, deleted_at__isnull=True).update(deleted_at=now)
+    derived = _orphaned_derivations(org_id=node.org_id, deleted_id=node.pk, now=now)
+    audit.record(actor=actor, action="memory.delete", object_type="node", object_id=node.id,
+                 detail={"derived_deleted": derived} if derived else None, request_id=request_id)
     events.publish(actor.org.id, "memory.deleted", {"node_id": node.id})
+    for nid in derived:
+        audit.record(actor=actor, action="memory.delete", object_type="node", object_id=nid,
+                     reason="sources_deleted", detail={"deleted_with": node.id}, request_id=request_id)
+        events.publish(actor.org.id, "memory.deleted", {"node_id": nid, "deleted_with": node.id})
+    return Deletion(node_id=node.id, derived_ids=derived)
+
+
+# The live derivations of the nodes in %(frontier)s, through the partial GIN index
+# ``node_derived_sources`` (its condition repeated, so the planner may use it), locked in id order:
+# two deletes of a fact's two sources at once each saw the other source still live and both kept
+# the fact. Locked first, the second waits for the first, and its next statement sees that commit.
+_DERIVED_OF = """
+SELECT id FROM memory_node
+WHERE org_id = %(org)s AND deleted_at IS NULL AND source_node_ids && %(frontier)s::bigint[]
+  AND CASE WHEN source_node_ids IS NULL THEN NULL ELSE coalesce(array_length(source_node_ids, 1), 0) END > 0
+ORDER BY id FOR NO KEY UPDATE
+"""
+# Of those, the ones no live source is left to (superseded sources are still memories: they count).
+_ORPHANED = """
+UPDATE memory_node d SET deleted_at = %(now)s
+WHERE d.id = ANY(%(ids)s) AND d.deleted_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM memory_node s WHERE s.id = ANY(d.source_node_ids) AND s.deleted_at IS NULL)
+RETURNING d.id
+"""
+
+
+def _orphaned_derivations(*, org_id: int, deleted_id: int, now: datetime) -> list[int]:
+    """Delete, in the caller's transaction, the derivations left without a live source once
+    ``deleted_id`` is deleted, and theirs in turn (a bridge of those facts); returns their ids.
+    Derivations superseded by a conflict's resolution count too: the nodes API still serves them.
+    Each ``UPDATE`` stamps a new ``txid``, so every engine cache drops them at its next catch-up."""
+    out: list[int] = []
+    frontier = [deleted_id]
+    with connection.cursor() as cur:
+        while frontier:
+            cur.execute(_DERIVED_OF, {"org": org_id, "frontier": frontier})
+            candidates = [r[0] for r in cur.fetchall()]
+            if not candidates:
+                break
+            cur.execute(_ORPHANED, {"ids": candidates, "now": now})
+            frontier = sorted(r[0] for r in cur.fetchall())
+            out.extend(frontier)
+    return out
 
 
 def record_recall(*, node_ids: Sequence[int]) -> None:

@@ -9,6 +9,7 @@ from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from rest_framework import exceptions as drf
 
@@ -97,8 +98,14 @@ def node_drawer(request, node_id: int):
 def node_delete(request, node_id: int):
     actor = request.actor
     node = node_access.access_node(actor, node_id, for_write=True, request_id=request_id(request))
-    memory_services.node_delete(actor=actor, node=node, request_id=request_id(request))
-    messages.success(request, _("Memory #%(id)s deleted.") % {"id": node_id})
+    deleted = memory_services.node_delete(actor=actor, node=node, request_id=request_id(request))
+    if deleted.derived_ids:
+        messages.success(request, ngettext(
+            "Memory #%(id)s deleted, with %(n)s memory drawn only from it.",
+            "Memory #%(id)s deleted, with %(n)s memories drawn only from it.",
+            len(deleted.derived_ids)) % {"id": node_id, "n": len(deleted.derived_ids)})
+    else:
+        messages.success(request, _("Memory #%(id)s deleted.") % {"id": node_id})
     return redirect("frontend:memories")
 
 

@@ -33,10 +33,18 @@ def test_a_heuristic_fact_is_not_recalled_beside_its_own_turn(world, client_for)
     assert leaf in recalled and fact.id not in recalled
     assert f"[memory {fact.id}]" not in body["dynamic"]
 
-    # without its turn beside it (the turn deleted), the fact is recalled
-    assert c.delete(f"/api/v1/memories/nodes/{leaf}").status_code in (200, 204)
-    body = c.post("/api/v1/context", q, format="json").json()
-    assert fact.id in [x["node_id"] for x in body["recall"]]
+    # without its turn beside it (the turn out of the reader's sight), the fact is recalled. Not by
+    # deleting the turn: that deletes the fact drawn only from it (memory.services.node_delete).
+    from teams.models import Agent
+    from teams.services import api_key_create
+
+    Node.objects.filter(id=leaf).update(visibility="private")  # the writing agent's own
+    _, other_key = api_key_create(actor=None, agent=Agent.objects.create(org=a.org, name="other-bot"), name="t")
+    r = client_for(other_key).post("/api/v1/context", q, format="json")
+    assert r.status_code == 200, r.content
+    body = r.json()
+    recalled = [x["node_id"] for x in body["recall"]]
+    assert fact.id in recalled and leaf not in recalled
 
 
 def test_a_fact_whose_turn_moves_up_into_the_recall_is_left_out_too(world, client_for):
