@@ -492,6 +492,21 @@ def _orphaned_derivations(*, org_id: int, deleted_id: int, now: datetime) -> lis
     return out
 
 
+def lock_live_sources(*, org_id: int, node_ids: Sequence[int]) -> set[int]:
+    """Which of these nodes are live, locked FOR SHARE until the caller's transaction ends: for a
+    writer of derivations (facts, bridges), drafted from them outside any lock. A delete committed
+    before this is seen here, and one after it waits for the derivations to commit, whose rows its
+    cascade then finds (``node_delete``); without the lock a fact written from a turn deleted
+    meanwhile was never deleted. In id order, as every multi-row lock of nodes."""
+    ids = sorted({int(i) for i in node_ids})
+    if not ids:
+        return set()
+    with connection.cursor() as cur:
+        cur.execute("SELECT id FROM memory_node WHERE org_id = %s AND id = ANY(%s) AND deleted_at IS NULL "
+                    "ORDER BY id FOR SHARE", [org_id, ids])
+        return {r[0] for r in cur.fetchall()}
+
+
 def record_recall(*, node_ids: Sequence[int]) -> None:
     """Frequency silk: each recall counts, and refreshes last_recalled_at. Buffered as marks that
     ``flush_recalls`` applies (``RecallMark`` says why); a node named twice in one call counts once."""

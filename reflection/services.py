@@ -261,6 +261,17 @@ def _locked_session(session_id: int) -> MemorySession:
     return MemorySession.objects.select_for_update(no_key=True, of=("self",)).select_related("org").get(pk=session_id)
 
 
+def _live_drafts(session: MemorySession, drafts: list[tuple[int, FactDraft]]) -> list[tuple[int, FactDraft]]:
+    """The drafts none of whose sources was deleted since they were read (outside the lock), with
+    those sources locked against a delete until this transaction commits (``lock_live_sources``).
+    A draft citing a deleted memory would restate it, and no delete would ever find it: the delete's
+    cascade ran before it existed. Each keeps its index, so event ids stay stable."""
+    from memory.services import lock_live_sources
+
+    live = lock_live_sources(org_id=session.org_id, node_ids=[n.id for _, d in drafts for n in d.sources])
+    return [(i, d) for i, d in drafts if all(n.id in live for n in d.sources)]
+
+
 @transaction.atomic
 def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: str, upto: int,
                  dropped: int = 0, note: str = "") -> dict:
@@ -277,6 +288,7 @@ def _write_facts(*, session_id: int, drafts: list[FactDraft], vectors, source: s
     # Re-checked here, under the lock; the original index keeps each event id stable.
     done = work.abstracted_upto
     todo = [(i, d) for i, d in enumerate(drafts) if max(n.seq for n in d.sources) > done]
+    todo = _live_drafts(session, todo)
     now = timezone.now()
     facts: list[Node] = []
     for i, d in todo:
@@ -453,7 +465,7 @@ def _write_bridges(*, session_id: int, drafts: list[FactDraft], vectors, round_k
     now = timezone.now()
     made: list[tuple[Node, FactDraft]] = []
     kept_vecs: list[np.ndarray] = []
-    for i, d in enumerate(drafts):
+    for i, d in _live_drafts(session, list(enumerate(drafts))):
         vec = vectors[i] if vectors is not None else None
         if vec is not None:
             if _near_bridge(session, vec) or any(float(np.dot(vec, k)) >= BRIDGE_DEDUP_COSINE for k in kept_vecs):

@@ -174,3 +174,23 @@ def test_the_console_delete_says_what_went_with_it(world, client_for):
     assert f"Memory #{leaf} deleted, with 1 memory drawn only from it." in r.content.decode()
     assert Node.objects.get(id=fact.id).deleted_at is not None
 
+
+def test_a_turn_deleted_while_its_facts_were_drafted_gets_none(world, client_for, monkeypatch):
+    """Abstraction drafts facts outside any lock; a delete committed meanwhile ran its cascade
+    before the fact existed. The write re-reads its sources under a lock and drops such a draft."""
+    a = world["a"]
+    c = client_for(a.key)
+    r = c.post("/api/v1/memories/weave-session",
+               {"session_key": "staging", "turns": [SECRET, {**OTHER, "text": "I deployed the new build."}],
+                "end_session": True, "visibility": "org"}, format="json")
+    secret, other = r.json()["node_ids"]
+    real = reflection._finish
+
+    def delete_first(sess, leaves, *args, **kwargs):
+        Node.objects.filter(id=secret).update(deleted_at=leaves[0].occurred_at)  # after the leaves were read
+        return real(sess, leaves, *args, **kwargs)
+
+    monkeypatch.setattr(reflection, "_finish", delete_first)
+    reflection.abstract_session(session_id=session(a.org, "staging").id)
+    facts = list(Node.objects.filter(org=a.org, kind=NodeKind.FACT).values_list("source_node_ids", flat=True))
+    assert facts == [[other]]
