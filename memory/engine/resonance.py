@@ -19,7 +19,7 @@ from .graph import Graph
 from .index import TenantIndex
 from .ranking import COSINE_TIE_ABS, rank_order
 from .router import is_time_question
-from .text import canonical_entity, extract_entities, resolve_times
+from .text import TimeMention, canonical_entity, extract_entities, resolve_times, session_date_terms
 from .tokenize import tokenize
 from .types import (
     MAX_K,
@@ -224,6 +224,14 @@ def resonate(
     seedable = vis & index.seedable_mask(now_days, params.tension_threshold)
 
     tokens = query_tokens if query_tokens is not None else tokenize(query_text)
+    mentions = _named_days(query_text, now_days, params) if params.w_date > 0 else []
+    if mentions:
+        # The days the query names are the date focus's (its channel and bonus, below). As words they
+        # also met every node of those days (a node's document holds its session date: "20 November
+        # 2026 Friday") and of any day of the same number or month: "Can I deploy to production on
+        # Friday November 20?" put ten unrelated lines of the 20th above the freeze notice that
+        # answers it, matched by "deploy" and "production".
+        tokens = _without_words_of(tokens, mentions)
     bm = index.bm25.query(tokens, vis)
     lex_ids, lex_sc = bm.top(params.n_lex, seedable)
     qvec = None
@@ -271,7 +279,7 @@ def resonate(
             v_ids, v_sc = _vector_feedback(index, qvec, first, vis, seedable, params)
             if v_ids is not None:
                 extra += ((v_ids, v_sc, params.w_vprf),)
-    in_dates = _date_focus(index, query_text, now_days, seedable, params) if params.w_date > 0 else None
+    in_dates = _date_focus(index, mentions, seedable) if mentions else None
     date_rank: dict[int, int] = {}
     if in_dates is not None:
         d_ids, d_sc = _date_list(index, in_dates, bm, qvec, params.n_lex)
@@ -525,24 +533,34 @@ _EPOCH = date(1970, 1, 1)
 _FIRST_DAY, _PAST_LAST_DAY = (date.min - _EPOCH).days, (date.max - _EPOCH).days + 1  # years 1-9999
 
 
-def _date_focus(index, query_text, now_days, seedable, params):
-    """Seedable nodes that happened on a day or in a week the query names (None: it names none).
+def _named_days(query_text: str, now_days: float, params: ResonateParams) -> list[TimeMention]:
+    """The days or weeks the query names (``resolve_times`` against today, from ``now_days``, so
+    "last Tuesday" is the Tuesday before now), spans of ``date_max_span_days`` or more left out."""
+    if not query_text or not math.isfinite(now_days):
+        return []
+    try:
+        today = _EPOCH + timedelta(days=math.floor(now_days))
+    except OverflowError:
+        return []
+    return [m for m in resolve_times(query_text, today) if (m.end - m.start).days < params.date_max_span_days]
 
-    Times resolve against today (from ``now_days``), so "last Tuesday" is the Tuesday before now;
-    a node's times are its ``occurred_at`` (UTC days) and the days its text refers to
+
+def _without_words_of(tokens: list[str], mentions: list[TimeMention]) -> list[str]:
+    """The query's tokens less the named days' words: as written ("November 20"), and for one day as
+    the nodes of that day hold them (``session_date_terms``: its weekday, "Friday November 20")."""
+    said = {t for m in mentions for t in tokenize(m.surface)}
+    said.update(t for m in mentions if m.start == m.end for t in tokenize(session_date_terms(m.start)))
+    return [t for t in tokens if t not in said]
+
+
+def _date_focus(index, mentions: list[TimeMention], seedable: np.ndarray) -> np.ndarray:
+    """Seedable nodes that happened on a day or in a week the query names (``_named_days``).
+
+    A node's times are its ``occurred_at`` (UTC days) and the days its text refers to
     (``TenantIndex.day_refs``) up to the day it was written, each inside the named days. A day
     named without its year ("what did we decide on March 5?") is that day in every year: resolved
     against today it is the nearest March 5, which in December is next year's, and a question
     about memory asks about the past."""
-    if not query_text or not math.isfinite(now_days):
-        return None
-    try:
-        today = _EPOCH + timedelta(days=math.floor(now_days))
-    except OverflowError:
-        return None
-    mentions = [m for m in resolve_times(query_text, today) if (m.end - m.start).days < params.date_max_span_days]
-    if not mentions:
-        return None
     occ = index.col("occurred_at")
     inside = np.zeros(index.n, dtype=bool)
     ref_node, ref_first, ref_last = index.day_refs()

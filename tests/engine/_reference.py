@@ -20,6 +20,7 @@ from memory.engine.text import (
     extract_entities,
     has_time_expression,
     resolve_times,
+    session_date_terms,
 )
 
 
@@ -143,6 +144,13 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
     seedable = vis & (kind != NodeKind.BRIDGE) & (ten_all >= params.tension_threshold)
     docs = [tokenize(t) for t in index.texts]
     q = tokenize(query_text)
+    if params.w_date > 0 and query_text and math.isfinite(now):
+        # the days the query names are the date focus's, not words of the lexical query
+        named = [m for m in resolve_times(query_text, date(1970, 1, 1) + timedelta(days=math.floor(now)))
+                 if (m.end - m.start).days < params.date_max_span_days]
+        said = {t for m in named for t in tokenize(m.surface)}
+        said |= {t for m in named if m.start == m.end for t in tokenize(session_date_terms(m.start))}
+        q = [t for t in q if t not in said]
     lex = ref_bm25(docs, q, vis)
     cand = [i for i in range(n) if seedable[i] and lex[i] > 0]
     lex_ids = sorted(cand, key=lambda i: (-lex[i], i))[: params.n_lex]
