@@ -859,12 +859,28 @@ def recall_for(*, actor: Actor, query: str, k: int, depth: int | None = None,
                       matched=any(recall_matches(x, query_tokens, close_cosine, terms)
                                   for x in (h, *(by_id[f] for f in restated.get(h.node_id, ())))))
              for h in hits]
-    disputes = recall_disputes(actor, [it.node_id for it in items])
-    for it in items:
-        it.disputed_by = disputes.get(it.node_id, [])
+    _attach_disputes(items, recall_disputes(actor, [x for it in items for x in (it.node_id, *it.folded)]))
     items = _newer_side_first(items)
     return Recall(outcome=out, hits=_in_score_order(_fold_same_texts(_demote_model_answers(items))),
                   judged=bool(query_tokens), embed_ms=embed_ms)
+
+
+def _attach_disputes(items: list[Recalled], disputes: dict[int, list[dict]]) -> None:
+    """Each item's open conflicts, its folded facts' too, a side folded into a shown turn named as that
+    turn. Without an LLM a conflict is often found between two facts, each a turn restated: shown as
+    their turns, "the Pro plan goes from $29 to $35" and "finance wants it at $39, not $35" were both
+    listed unmarked, the older first."""
+    shown_as = {f: it for it in items for f in it.folded}
+    for it in items:
+        own = {it.node_id, *it.folded}
+        seen: dict[int, dict] = {}
+        for x in own:
+            for d in disputes.get(x, []):
+                turn = shown_as.get(d["node_id"])
+                other = {"node_id": turn.node_id, "occurred_at": turn.occurred_at} if turn is not None else d
+                if other["node_id"] not in own and other["node_id"] not in seen:
+                    seen[other["node_id"]] = other
+        it.disputed_by = sorted(seen.values(), key=lambda d: (_when(d["occurred_at"]), d["node_id"]))
 
 
 def _when(iso: str | None) -> datetime:
