@@ -40,6 +40,7 @@ TEXTS = {
     "hand-overs": "took over ",
     "moves in one clause": "moved the standup to Friday and ",
     "'now' dates in one clause": "the freeze now starts December 7 and ",
+    "value contrasts": "the Pro plan at $39 per seat, not $35, ",
 }
 STATEMENT = "The ledger database is PostgreSQL 15."
 

@@ -478,8 +478,18 @@ _OLD = r"(?<![\w.+#-])(?:the\s+|our\s+|their\s+|its\s+)?(?P<x>[A-Z][\w.+#-]{0,60
 _CONTRAST = re.compile(rf"(?P<lead>,\s*)(?i:not)(?P<rest>\s+{_OLD})(?=\s*(?:[.!;,]|$))")
 
 
+# "... the Pro plan at $39 per seat, not $35": a value, then after ", not" the value it gives up (a price,
+# an amount, a share, with its "per seat" or "a month"). No denial of the statement either: the value
+# given up is no value it states, and its "not" no negation.
+_AMOUNT = r"[$\u20ac\u00a3]?\d{1,9}(?:[.,]\d{1,3})*(?:k|m|%)?(?![\w.,]*\d)"
+_PER = r"(?:\s+(?:per|a|an|each|every)\s+[a-z][\w-]{0,30}){0,3}"
+_VALUE_CONTRAST = re.compile(rf"(?<![\w.,$\u20ac\u00a3])(?P<new>{_AMOUNT})(?P<new_per>{_PER})(?:\s+flat)?,\s*(?i:not)\s+"
+                             rf"(?P<old>{_AMOUNT})(?P<old_per>{_PER})(?=\s*(?:[.!;,)]|$))", re.I)
+
+
 def statement(text: str, entities: list[str] | tuple[str, ...] = ()) -> Statement:
     text, named = _identifiers(text.replace("’", "'"))
+    text = _VALUE_CONTRAST.sub(lambda m: m["new"] + m["new_per"], text)
     low = _CONTRAST.sub(lambda m: m["lead"] + m["rest"], text).lower()
     for pat, rep in _CONTRACTIONS:
         low = re.sub(pat, rep, low)
@@ -1179,6 +1189,107 @@ def _changed_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str 
     return None
 
 
+# Where a value stands after the thing it is of: a copula, a verb of pricing or of changing, "at", "to",
+# "from <the old value> to" ("the Pro plan goes from $29 to $35"), "per <unit>" of the old value.
+_SLOT_WORDS = frozenset(_LINK_WORDS | {"cost", "costs", "priced", "go", "goes", "went", "gone", "move", "moves", "moved",
+                                       "change", "changes", "changed", "raise", "raises", "raised", "rose", "rises",
+                                       "cut", "lower", "lowers", "lowered", "increase", "increased", "reduce",
+                                       "reduced", "set", "bump", "bumped", "drop", "dropped", "up", "down", "will",
+                                       "by", "flat", "just", "officially", "stay"}) - {"the", "a", "an", "our", "my",
+                                                                                        "of", "for", "in", "on"}
+# Where the words of a thing begin: "the Pro plan", "our Team plan"; "price of the Pro plan" reads on.
+_DETERMINERS = frozenset({"the", "a", "an", "our", "their", "its", "this", "that", "my", "your", "his", "her"})
+# The value's own name is no word of the thing: "the price of the Pro plan" is the Pro plan's value.
+_VALUE_WORDS = frozenset({"price", "pricing", "cost", "fee", "rate", "value", "amount"})
+_PHRASE_TOKEN = re.compile(r"[$\u20ac\u00a3]?[\w'-]+(?:[.,]\d+)*%?|[,;:!?()]")
+_AMOUNT_RE = re.compile(_AMOUNT, re.I)
+_PER_RE = re.compile(_PER, re.I)
+
+
+def _amount(tok: str) -> tuple[str, str]:
+    """A value as (currency, number): "$1,000" → ("$", "1000"), "25K" → ("", "25k")."""
+    cur = tok[0] if tok[:1] in "$\u20ac\u00a3" else ""
+    return cur, re.sub(r",(?=\d{3}\b)", "", tok[len(cur):].lower())
+
+
+def _per(text: str) -> frozenset[str]:
+    """The units of a value written right after it: " per seat per month" → seat, month."""
+    return frozenset(re.findall(r"(?:per|a|an|each|every)\s+([a-z][\w-]*)", text.lower()))
+
+
+def _thing_before(text: str, pos: int) -> tuple[frozenset[str], str]:
+    """The thing a value at ``pos`` is the value of, and its words as written: the words right before it,
+    past its slot ("is", "costs", "at", "goes from $29 to"), back to a determiner, a punctuation mark or
+    five words ("the Pro plan is $35" → pro, plan; "finance wants the Pro plan at $39" → pro, plan). A
+    phrase "the price of"/"for" before the determiner reads on: "the discount for the Pro plan" is
+    another thing. Empty for a value right after "from" (the old value of a change), after "not" or
+    with no words before its slot."""
+    toks = _PHRASE_TOKEN.findall(text[max(0, pos - 200):pos])
+    i = len(toks) - 1
+    if i >= 0 and toks[i].lower() in {"from", "not", "no", "never"}:
+        return frozenset(), ""
+    slot = 0
+    while i >= 0 and slot < 6:
+        t = toks[i].lower()
+        if t in _SLOT_WORDS or t == ":":
+            i, slot = i - 1, slot + 1
+        elif i > 0 and toks[i - 1].lower() == "from" and _AMOUNT_RE.fullmatch(t):
+            i, slot = i - 2, slot + 2
+        else:
+            break
+    words: list[str] = []
+    while i >= 0 and len(words) < 8:
+        t = toks[i].lower()
+        if not re.match(r"[a-z]", t) or t in _NEG or t == "not":
+            break
+        if t in _DETERMINERS:
+            if i > 0 and toks[i - 1].lower() in {"of", "for"} and len(words) < 5:
+                words.append(toks[i - 1])
+                i -= 2
+                continue
+            break
+        words.append(toks[i])
+        i -= 1
+        if len(words) >= 5 and not (i >= 0 and toks[i].lower() in _DETERMINERS):
+            return frozenset(), ""  # no determiner in sight: a sentence, not a thing
+    said = " ".join(reversed(words))
+    return frozenset(_lemma(w.lower()) for w in words) - _VALUE_WORDS - _DROP - {"of", "for"}, said
+
+
+def _contrasted_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
+    """One side gives a thing a value and, after ", not", the value it gives up ("finance wants the Pro
+    plan at $39 per seat, not $35"); the other gives the same thing (the same words before the value,
+    two at least) the value given up ("The Pro plan is $35 per seat", "the Pro plan goes from $29 to
+    $35 per seat"). The contrast is what makes it a change: a wish without it ("finance wants the Pro
+    plan at $39") names no old value, and a proposal ("proposed ...", "might ...") changes nothing.
+    Units written on both sides must agree ("per seat" vs "per year" are two prices): those after the
+    value given up, or else after the new one."""
+    if a.negated or b.negated:
+        return None
+    for x_text, y_text in ((a_text, b_text), (b_text, a_text)):
+        if _NOT_DONE.search(x_text) or _PUT_OFF.search(x_text):
+            continue
+        for m in islice(_VALUE_CONTRAST.finditer(x_text), 4):
+            new, old = _amount(m["new"]), _amount(m["old"])
+            if new[1] == old[1] or (new[0] and old[0] and new[0] != old[0]):
+                continue
+            thing, said = _thing_before(x_text, m.start("new"))
+            if len(thing) < 2:
+                continue
+            # the units of the value given up: its own, or else the new value's ("$39 per seat, not $35")
+            units = _per(m["old_per"]) or _per(m["new_per"])
+            for v in islice((v for v in _AMOUNT_RE.finditer(y_text) if _amount(v.group(0))[1] == old[1]), 4):
+                cur = _amount(v.group(0))[0]
+                if cur and (new[0] or old[0]) and cur != (old[0] or new[0]):
+                    continue
+                per = _per(_PER_RE.match(y_text, v.end()).group(0))
+                if units and per and not (units <= per or per <= units):
+                    continue
+                if _thing_before(y_text, v.start())[0] == thing:
+                    return f"changed value: {said} {m['old']} vs {m['new']}"
+    return None
+
+
 # "We're dropping PostgreSQL for the ledger and going with CockroachDB instead", "switched the event bus
 # from Kafka to NATS", "replaced Okta with Auth0", "GCP rather than AWS", "Pulumi from now on, not
 # Terraform", "LaunchDarkly is gone", "Dev took over the roadmap from Chen": one side names the value it
@@ -1572,7 +1683,8 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
         # statement with two numbers
         return None
     changed = (_changed_version(a_text, b_text, a, b) or _rescheduled(a_text, b_text, a, b)
-               or _event_date(a_text, b_text, a, b) or _changed_value(a_text, b_text, a, b) or _gave_up(a_text, b_text, a, b)
+               or _event_date(a_text, b_text, a, b) or _changed_value(a_text, b_text, a, b)
+               or _contrasted_value(a_text, b_text, a, b) or _gave_up(a_text, b_text, a, b)
                or _handed_over(a_text, b_text) or _other_value(a_text, b_text, a, b))
     if changed:
         return changed

@@ -1,0 +1,104 @@
+"""The conflict rules (the no-LLM default) on the misses of a retrieval audit of a team's month of
+memory: a price corrected and a deploy freeze moved were no conflict, so agents were served the stale
+value first.
+
+1. A value, then after ", not" the value it gives up ("finance wants the Pro plan at $39 per seat, not
+   $35"), against a statement giving the same thing (the same words before its value) the value given
+   up. ", not X" after a name was read as a contrast (``_gave_up``); after a value it was a negation,
+   which no value rule reads. The contrast is what makes it a change: a wish without it ("finance wants
+   the Pro plan at $39") names no old value; a proposal ("proposed", "might") changes nothing.
+
+Every pair is checked in both directions.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from memory.engine.text import extract_entities
+from reflection.heuristics import conflict_reason, only_counts_differ, statement
+
+
+def _reason(a: str, b: str) -> str | None:
+    return conflict_reason(a, b, extract_entities(a), extract_entities(b))
+
+
+def _verdict(a: str, b: str) -> str | None:
+    """As ``reflection.conflicts.detect`` runs the rules on two memories days apart."""
+    if only_counts_differ(a, b):
+        return None
+    return _reason(a, b)
+
+
+def _both_conflict(a: str, b: str, prefix: str | tuple[str, ...] = "") -> None:
+    for x, y in ((a, b), (b, a)):
+        reason = _verdict(x, y)
+        assert reason is not None, (x, y)
+        assert reason.startswith(prefix), (x, y, reason)
+
+
+def _both_none(a: str, b: str) -> None:
+    for x, y in ((a, b), (b, a)):
+        assert _verdict(x, y) is None, (x, y, _verdict(x, y))
+
+
+# ------------------------------------------------------------------ 1. a value, not the one given up
+PRICE = "The Pro plan is $35 per seat."
+APPROVED = ("Pricing change approved: the Pro plan goes from $29 to $35 per seat per month starting January 1, "
+            "2027. The Team plan stays at $99 flat.")
+CORRECTED = ("Also a correction on pricing: finance wants the Pro plan at $39 per seat, not $35. "
+             "Starts January 1 as planned.")
+
+
+@pytest.mark.parametrize("a,b", [
+    (PRICE, "Finance wants the Pro plan at $39 per seat, not $35."),
+    (APPROVED, CORRECTED),
+    # ours
+    (APPROVED, "Finance wants the Pro plan at $39 per seat, not $35."),
+    ("The Pro plan costs $35 per seat.", "The Pro plan is $39 per seat, not $35."),
+    ("The price of the Pro plan is $35 per seat.", "Correction: the Pro plan is $39, not $35."),
+    ("The ads budget is 40k.", "Correction: the ads budget is 25k, not 40k."),
+    ("The Pro plan is $35 per month.", "The Pro plan is $420 per year, not $35 per month."),
+    ("The Team plan stays at $99 flat.", "Sales says the Team plan is $129 flat, not $99."),
+    ("Our referral bonus is 500 EUR.", "HR set the referral bonus at 750, not 500."),
+    ("The Pro plan is $35 per seat and the Team plan is $99.", "The Team plan is $129, not $99."),
+])
+def test_a_value_given_instead_of_the_other_conflicts(a, b):
+    _both_conflict(a, b, ("changed value:", "different number"))
+
+
+@pytest.mark.parametrize("a,b", [
+    # another thing's value: another plan, a discount of the plan, a lunch
+    (PRICE, "Finance wants the Team plan at $39 per seat, not $35."),
+    ("The Pro plan discount is $35 per seat.", "Finance wants the Pro plan at $39 per seat, not $35."),
+    ("The discount for the Pro plan is $35 per seat.", "Finance wants the Pro plan at $39 per seat, not $35."),
+    ("Lunch for the offsite costs $35 per person.", "Finance wants the Pro plan at $39 per seat, not $35."),
+    ("The Pro plan is $35 per seat and the Team plan is $99.", "The Team plan is $129, not $35."),
+    ("The error budget is 40k.", "Correction: the ads budget is 25k, not 40k."),
+    # a wish naming no old value; a proposal
+    (PRICE, "Finance wants the Pro plan at $39 per seat."),
+    (PRICE, "Finance proposed the Pro plan at $39 per seat, not $35."),
+    (PRICE, "We might price the Pro plan at $39 per seat, not $35."),
+    # the contrast of a name, of a unit, not of a value
+    (PRICE, "The Team plan stays at $99 flat, not the Pro plan."),
+    (PRICE, "The Pro plan is $35 per seat per year, not per month."),
+    # other units; another currency
+    ("The Pro plan is $35 per year.", "Finance wants the Pro plan at $39 per seat, not $35."),
+    (PRICE, "The Pro plan is $420 per year, not $35 per month."),
+    (PRICE, "Finance wants the Pro plan at \u20ac39 per seat, not \u20ac35."),
+    # the value given up as the old one of a change, or denied
+    ("The Pro plan goes from $29 to $35 per seat.", "Finance wants the Pro plan at $35 per seat, not $29."),
+    ("The Pro plan is not $35 per seat.", "Finance wants the Pro plan at $39 per seat, not $35."),
+    # the same value, the contrast restated
+    ("The Pro plan is $39 per seat, not $35.", "The Pro plan is $39 per seat."),
+])
+def test_a_value_contrast_of_another_thing_conflicts_with_nothing(a, b):
+    _both_none(a, b)
+
+
+def test_a_value_contrast_is_no_negation():
+    st = statement("Finance wants the Pro plan at $39 per seat, not $35.")
+    assert not st.negated and st.numbers == {"39"}
+    # a name's contrast neither; a plain denial still is one
+    assert not statement("We deploy the frontend with Vercel, not Netlify.").negated
+    assert statement("The Pro plan is not $35 per seat.").negated
