@@ -41,6 +41,8 @@ TEXTS = {
     "moves in one clause": "moved the standup to Friday and ",
     "'now' dates in one clause": "the freeze now starts December 7 and ",
     "value contrasts": "the Pro plan at $39 per seat, not $35, ",
+    "bans over periods": "no deploys from Friday Nov 20 through Monday Nov 30. ",
+    "periods given 'now'": "the freeze now runs from Nov 24 to Dec 2, so ",
 }
 STATEMENT = "The ledger database is PostgreSQL 15."
 

@@ -712,7 +712,8 @@ def _changed_version(a_text: str, b_text: str, a: Statement, b: Statement) -> st
     # version after.
     named = {m.group(1) for m in re.finditer(r"\b([a-z][a-z-]+)\s+v?\d", low_a)}
     named &= {m.group(1) for m in re.finditer(r"\b([a-z][a-z-]+)\s+v?\d", low_b)}
-    for name in sorted((a.places & b.places) | (named - _STATE_WORDS - _DROP)):
+    # (not a month written short: "Nov 20" is a date, not Nov at version 20)
+    for name in sorted((a.places & b.places) | (named - _STATE_WORDS - _DROP - _MONTH_WORDS)):
         ctx = (_context(low_a, name), _context(low_b, name))
         if not (ctx[0] & ctx[1]) or _differ(*ctx):
             continue
@@ -835,6 +836,8 @@ def _words(text: str) -> frozenset[str]:
 # is on October 5", "..., but the retro is Monday". An "and" only before a new subject, and only once
 # the clause before has its verb: "The design review and the retro moved to Friday" is one clause.
 _CLAUSE_BREAK = re.compile(r"\s*;\s*|\s+[\u2014\u2013-]\s+|,?\s+(?:but|while|whereas|although|though)\s+|"
+                           # a result after a comma: "marketing moved the campaign, so the freeze now runs ..."
+                           r",\s+so\s+(?=(?:the|a|an|our|their|its|we|they|it|i|he|she|this|that|these|those)\b)|"
                            r",?\s+(?P<and>and)\s+(?=(?:the|a|an|our|their|its|his|her|we|they|it|i|he|she|this|"
                            r"that|these|those)\b)", re.I)
 _HAS_VERB = re.compile(rf"\b(?:is|are|was|were|will|would|has|have|had|now|can|could|do|does|did)\b|'s\b|'re\b|"
@@ -850,6 +853,26 @@ def _clause_spans(text: str) -> list[tuple[int, int]]:
         start = m.end()
     spans.append((start, len(text)))
     return [(s, e) for s, e in spans if text[s:e].strip()]
+
+
+def _date_clause_spans(text: str) -> list[list[tuple[int, int]]]:
+    """The clauses the date rules read: those of the whole text (a sentence naming the thing and the
+    next moving it, "Re the offsite. Moved to Friday.", stay one) and, in a text of more sentences,
+    those of each sentence too ("... so the freeze now runs from Nov 24 to Dec 2. Deploys on Nov 20-23
+    are allowed again.": the freeze's clause without the next sentence's words)."""
+    whole = _clause_spans(text)
+    start, sentences = 0, []
+    for m in _END.finditer(text):
+        if m.group(0) == "." and _NO_END.search(text[start:m.end()]):
+            continue
+        if text[start:m.end()].strip():
+            sentences.append((start, m.end()))
+        start = m.end()
+    if text[start:].strip():
+        sentences.append((start, len(text)))
+    if len(sentences) < 2:
+        return [whole]
+    return [whole, [(s0 + s, s0 + e) for s0, e0 in sentences for s, e in _clause_spans(text[s0:e0])]]
 
 
 def _clause_of(text: str, start: int, end: int, spans: list[tuple[int, int]] | None = None) -> str:
@@ -900,15 +923,24 @@ class _Dated:
 
     @property
     def is_day(self) -> bool:
-        return bool(self.when & _DAY_WORDS) or any(_CLOCK.match(n) for n in self.when)
+        return bool(self.when & (_DAY_WORDS | _MONTH_SHORT)) or any(_CLOCK.match(n) for n in self.when)
+
+
+# A period's words are no part of the thing it dates: "the freeze runs from Nov 20 through Nov 30",
+# "no deploys from Friday Nov 20 to Monday Nov 30 inclusive" (the verb only before the range).
+_RANGE_WORDS = re.compile(r"\b(?:runs?|ran|running|lasts?|lasted|lasting|spans?|spanning)\s+"
+                          r"(?=(?:from|between|until|till|through|thru)\b)|\b(?:through|thru|inclusive)\b", re.I)
+# Months as a date writes them short ("Nov 20", "Dec 2"): day words of the date, not words of the thing.
+_MONTH_SHORT = frozenset(m.lower()[:3] for m in MONTH_NAMES) | {"sept"}
 
 
 def _dated(clause: str) -> _Dated:
     # Without entities, names count as words here ("Standup" opening a sentence is read as one)
     subject = _subject_text(clause) if _MOVED.search(clause) else _dated_text(clause)
     st = statement(clause)
-    return _Dated(clause, statement(subject).core - _WEEKDAYS - _NOT_SUBJECT - _WHEN_WORDS,
-                  st.numbers | (st.core & _WEEKDAYS), _scope(subject), _words(clause), st)
+    days = _WEEKDAYS | (_MONTH_SHORT if _WHEN_MENTION.search(clause) else frozenset())
+    return _Dated(clause, statement(_RANGE_WORDS.sub(" ", subject)).core - days - _NOT_SUBJECT - _WHEN_WORDS,
+                  st.numbers | (st.core & days), _scope(subject), _words(clause), st)
 
 
 def _date_changes(text: str) -> list[tuple[_Dated, bool]]:
@@ -917,14 +949,28 @@ def _date_changes(text: str) -> list[tuple[_Dated, bool]]:
     Once: a clause with many moves or "now"s (a text with no clause breaks is one clause) was parsed
     again for each of them, ~60 parses of the same 1,000 characters (270 ms a pair; a crafted write
     cost its worker seconds over its candidates), and compared again for each."""
-    spans = _clause_spans(text)
     out: dict[tuple[str, bool], _Dated] = {}
-    for pattern, moved in ((_MOVED, True), (_NOW_DATE, False)):
-        for m in pattern.finditer(text):
-            clause = _clause_of(text, m.start(), m.end(), spans)
-            if (clause, moved) not in out:
-                out[clause, moved] = _dated(clause)
+    for spans in _date_clause_spans(text):
+        for pattern, moved in ((_MOVED, True), (_NOW_DATE, False)):
+            for m in pattern.finditer(text):
+                clause = _clause_of(text, m.start(), m.end(), spans)
+                if (clause, moved) not in out:
+                    out[clause, moved] = _dated(clause)
     return [(dated, moved) for (_clause, moved), dated in out.items()]
+
+
+# A period: "from Friday Nov 20 through Monday Nov 30", "between Dec 24 and Jan 2", "Nov 20-23".
+_DAY = rf"(?:{_WHEN}\s*,?\s+)?{_WHEN}"
+_PERIOD = (rf"(?:from\s+)?{_DAY}\s*(?:(?:through|thru|to|until|till)\s+|[-\u2013]\s*)(?:{_DAY}|\d{{1,2}}\b)|"
+           rf"between\s+{_DAY}\s+and\s+{_DAY}")
+# "No production deploys from Friday Nov 20 through Monday Nov 30": a ban over a period says what the
+# period is (a freeze), it denies no date; its "no" is no negation of the dated statement.
+_BAN = re.compile(rf"\bno\s+(?!longer\b|more\b)(?=(?:[\w'-]+\s+){{0,3}}?{_PERIOD})", re.I)
+
+
+def _denied(text: str, st: Statement) -> bool:
+    """Whether the statement is negated, a ban's "no" over a period aside."""
+    return st.negated and (not _BAN.search(text) or statement(_BAN.sub(" ", text)).negated)
 
 
 def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
@@ -937,14 +983,16 @@ def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | 
     current one ("the freeze now starts December 7 for the SOC2 audit") moves it too, in fewer words;
     what follows its date is then the reason or the occasion ("the SOC2 audit starts March 3" is not
     the thing moved), unless it is a scope ("for the EU region"): a scope only one of the two names
-    makes them different things."""
-    if a.negated or b.negated:
+    makes them different things. A ban over a period ("no deploys from Nov 20 through Nov 30") is no
+    denial: it dates the period."""
+    if _denied(a_text, a) or _denied(b_text, b):
         return None
     for x_text, y_text, x_first in ((a_text, b_text, True), (b_text, a_text, False)):
         # A move only proposed or weighed ("we might move the freeze to December 7 if ...") moves nothing.
         if _NOT_DONE.search(x_text):
             continue
-        dated_y = [_dated(y_text[s:e]) for s, e in _clause_spans(y_text)]
+        dated_y = [_dated(c) for c in dict.fromkeys(y_text[s:e] for spans in _date_clause_spans(y_text)
+                                                    for s, e in spans)]
         for x, moved in _date_changes(x_text):
             for y in dated_y:
                 if not x.when or not y.when or not _differ(x.when, y.when):

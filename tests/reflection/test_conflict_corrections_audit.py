@@ -7,6 +7,13 @@ value first.
    up. ", not X" after a name was read as a contrast (``_gave_up``); after a value it was a negation,
    which no value rule reads. The contrast is what makes it a change: a wish without it ("finance wants
    the Pro plan at $39") names no old value; a proposal ("proposed", "might") changes nothing.
+2. A period given "now" for the same thing ("The deploy freeze runs from Nov 20 through Nov 30" vs
+   "The freeze now runs from Nov 24 to Dec 2") is rescheduled. The reschedule rule read single dates:
+   a month written short ("Nov", "Dec") was a word of the thing and no day, the period's words
+   ("runs from", "through", "inclusive") too; a clause ran over its text's sentences ("... Dec 2
+   inclusive. Deploys on Nov 20-23 are allowed again.") and past ", so the freeze ..."; and a ban over
+   the period ("no production deploys from Friday Nov 20 through Monday Nov 30") was a negation, which
+   the rule skips. A "no" of one day ("No standup on Friday") still denies.
 
 Every pair is checked in both directions.
 """
@@ -102,3 +109,52 @@ def test_a_value_contrast_is_no_negation():
     # a name's contrast neither; a plain denial still is one
     assert not statement("We deploy the frontend with Vercel, not Netlify.").negated
     assert statement("The Pro plan is not $35 per seat.").negated
+
+
+# ------------------------------------------------------------------ 2. a period given "now"
+FREEZE = "The deploy freeze runs from Nov 20 through Nov 30."
+BLACK_FRIDAY = ("Black Friday deploy freeze: no production deploys from Friday Nov 20 through Monday Nov 30. "
+                "Hotfixes only with Ana's sign-off.")
+MOVED = ("Update on the code freeze: marketing moved the Cyber Monday campaign, so the freeze now runs from "
+         "Tuesday Nov 24 to Wednesday Dec 2 inclusive. Deploys on Nov 20-23 are allowed again.")
+
+
+@pytest.mark.parametrize("a,b", [
+    (FREEZE, "The freeze now runs from Nov 24 to Dec 2."),
+    (BLACK_FRIDAY, MOVED),
+    # ours
+    (FREEZE, MOVED),
+    (BLACK_FRIDAY, "The freeze now runs from Tuesday Nov 24 to Wednesday Dec 2."),
+    (FREEZE, "Update: the deploy freeze now runs from Nov 24 through Dec 2."),
+    ("The code freeze is from December 14 to January 4.", "The code freeze now runs from December 7 to January 4."),
+    ("The freeze runs Nov 20-30.", "The freeze now runs Nov 24-Dec 2."),
+    ("The offsite is between May 4 and May 6.", "The offsite is now between May 11 and May 13."),
+    ("No deploys from Nov 20 through Nov 30: the Black Friday freeze.",
+     "The Black Friday freeze now runs from Nov 24 to Dec 2."),
+    (FREEZE, "We moved the deploy freeze to Nov 24 through Dec 2."),
+    ("The launch is on Nov 20.", "We moved the launch to Nov 24."),
+])
+def test_a_period_given_now_is_rescheduled(a, b):
+    _both_conflict(a, b, "rescheduled:")
+
+
+@pytest.mark.parametrize("a,b", [
+    # another thing's period, a scope of the thing, the same period
+    ("The holiday break runs from Dec 20 through Jan 2.", "The freeze now runs from Nov 24 to Dec 2."),
+    ("No marketing emails from Nov 20 through Nov 30.", "The freeze now runs from Nov 24 to Dec 2."),
+    (FREEZE, "The freeze for the mobile app now runs from Nov 24 to Dec 2."),
+    (FREEZE, "The deploy freeze now runs from Nov 20 through Nov 30."),
+    # proposed, conditional, denied
+    (FREEZE, "We might move the freeze so it runs from Nov 24 to Dec 2."),
+    (FREEZE, "If marketing moves the campaign, the freeze now runs from Nov 24 to Dec 2."),
+    (FREEZE, "The freeze is not from Nov 24 to Dec 2."),
+    ("The freeze no longer runs from Nov 20 through Nov 30.", "The freeze now runs from Nov 24 to Dec 2."),
+    # a "no" of one day denies it; no change said
+    ("No standup on Friday.", "The standup moved to Monday."),
+    ("No standups from Dec 24 through Jan 2.", "The retro now is on Dec 28."),
+    (FREEZE, "Deploys on Nov 20-23 are allowed again."),
+    # two weeks of a rota, two holders
+    ("Chen is on call Nov 9-15.", "Bruno is now on call Nov 16-22."),
+])
+def test_a_period_of_another_thing_or_not_changed_conflicts_with_nothing(a, b):
+    _both_none(a, b)
