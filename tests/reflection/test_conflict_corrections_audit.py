@@ -22,32 +22,10 @@ from __future__ import annotations
 
 import pytest
 
-from memory.engine.text import extract_entities
-from reflection.heuristics import conflict_reason, only_counts_differ, statement
+from reflection.heuristics import statement
 
-
-def _reason(a: str, b: str) -> str | None:
-    return conflict_reason(a, b, extract_entities(a), extract_entities(b))
-
-
-def _verdict(a: str, b: str) -> str | None:
-    """As ``reflection.conflicts.detect`` runs the rules on two memories days apart."""
-    if only_counts_differ(a, b):
-        return None
-    return _reason(a, b)
-
-
-def _both_conflict(a: str, b: str, prefix: str | tuple[str, ...] = "") -> None:
-    for x, y in ((a, b), (b, a)):
-        reason = _verdict(x, y)
-        assert reason is not None, (x, y)
-        assert reason.startswith(prefix), (x, y, reason)
-
-
-def _both_none(a: str, b: str) -> None:
-    for x, y in ((a, b), (b, a)):
-        assert _verdict(x, y) is None, (x, y, _verdict(x, y))
-
+from .pairs import both_conflict as _both_conflict
+from .pairs import both_none as _both_none
 
 # ------------------------------------------------------------------ 1. a value, not the one given up
 PRICE = "The Pro plan is $35 per seat."

@@ -29,32 +29,17 @@ from __future__ import annotations
 import pytest
 
 from memory.engine.text import extract_entities
-from reflection.heuristics import conflict_reason, only_counts_differ
+from reflection.heuristics import conflict_reason
+
+from .pairs import both_conflict
+from .pairs import both_none as _both_none
+from .pairs import reason as _reason
 
 DECISION = "We decided to use PostgreSQL 16 as the primary database for the billing service."
 
 
-def _reason(a: str, b: str) -> str | None:
-    return conflict_reason(a, b, extract_entities(a), extract_entities(b))
-
-
-def _verdict(a: str, b: str) -> str | None:
-    """As ``reflection.conflicts.detect`` runs the rules on two memories days apart."""
-    if only_counts_differ(a, b):
-        return None
-    return _reason(a, b)
-
-
 def _both_conflict(a: str, b: str, prefix: str | tuple[str, ...] = "") -> None:
-    for x, y in ((a, b), (b, a)):
-        reason = _reason(x, y)
-        assert reason is not None, (x, y)
-        assert reason.startswith(prefix), (x, y, reason)
-
-
-def _both_none(a: str, b: str) -> None:
-    for x, y in ((a, b), (b, a)):
-        assert _verdict(x, y) is None, (x, y, _verdict(x, y))
+    both_conflict(a, b, prefix, rule=_reason)
 
 
 # ------------------------------------------------------------------ 1. from a versioned name to another
