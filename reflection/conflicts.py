@@ -441,9 +441,11 @@ def _unsupported_derivations(org_id: int, superseded_id: int) -> list[int]:
     out: list[int] = []
     frontier = [superseded_id]
     while frontier:
+        # (the partial index's own condition repeated, so the planner may use node_derived_sources: a
+        # resolution read every node of the org: 42 ms a step at 100k nodes, 0.44 ms with it)
         derived = list(Node.objects.filter(org_id=org_id, source_node_ids__overlap=frontier, valid_to__isnull=True,
-                                           deleted_at__isnull=True).exclude(pk__in=out)
-                       .values_list("id", "source_node_ids"))
+                                           deleted_at__isnull=True, source_node_ids__len__gt=0)
+                       .exclude(pk__in=out).values_list("id", "source_node_ids"))
         gone = set(out) | set(frontier)
         sources = {sid for _, ids in derived for sid in ids if sid not in gone}
         still = set(Node.objects.filter(org_id=org_id, pk__in=sources, valid_to__isnull=True,
