@@ -77,28 +77,38 @@ def granted_node_ids(actor: Actor) -> list[int]:
     The same rows as ``grants_for(actor, "node")``, in hand-written SQL: every warm resonate of an
     org with restricted nodes asks this, and building the ORM query cost ~1 ms of a ~15 ms query at
     100k nodes. ``test_granted_node_ids_is_grants_for`` keeps the two equal."""
-    who: list[str] = []
-    params: list = [actor.org.id, ObjectType.NODE]
-    if actor.agent is not None:
-        who.append("(grantee_kind = %s AND grantee_agent_id = %s)")
-        params += [GranteeKind.AGENT, actor.agent.id]
-        if actor.agent.team_id:
-            who.append("(grantee_kind = %s AND grantee_team_id = %s AND grantee_team_role = 'member')")
-            params += [GranteeKind.TEAM_ROLE, actor.agent.team_id]
-    else:
-        who.append("(grantee_kind = %s AND grantee_user_id = %s)")
-        params += [GranteeKind.USER, actor.user.id]
-        if actor.team_ids:
-            who.append("(grantee_kind = %s AND grantee_team_id = ANY(%s) AND grantee_team_role = 'member')")
-            params += [GranteeKind.TEAM_ROLE, list(actor.team_ids)]
-        if actor.team_admin_ids:
-            who.append("(grantee_kind = %s AND grantee_team_id = ANY(%s) AND grantee_team_role = 'admin')")
-            params += [GranteeKind.TEAM_ROLE, list(actor.team_admin_ids)]
-    sql = (f"SELECT object_id FROM {AccessGrant._meta.db_table} "
-           f"WHERE org_id = %s AND object_type = %s AND ({' OR '.join(who)})")
+    sql, params = granted_node_sql(actor)
     with connection.cursor() as cur:
         cur.execute(sql, params)
         return [r[0] for r in cur.fetchall()]
+
+
+def granted_node_sql(actor: Actor) -> tuple[str, dict]:
+    """``granted_node_ids``' query, with named parameters (``grant_*``), so the served read can ask
+    it inside the cache's freshness probe: one round trip, one snapshot, instead of two."""
+    who: list[str] = []
+    params: dict = {"grant_org": actor.org.id, "grant_type": ObjectType.NODE}
+    if actor.agent is not None:
+        who.append("(grantee_kind = %(grant_agent_kind)s AND grantee_agent_id = %(grant_agent)s)")
+        params.update(grant_agent_kind=GranteeKind.AGENT, grant_agent=actor.agent.id)
+        if actor.agent.team_id:
+            who.append("(grantee_kind = %(grant_team_kind)s AND grantee_team_id = %(grant_team)s "
+                       "AND grantee_team_role = 'member')")
+            params.update(grant_team_kind=GranteeKind.TEAM_ROLE, grant_team=actor.agent.team_id)
+    else:
+        who.append("(grantee_kind = %(grant_user_kind)s AND grantee_user_id = %(grant_user)s)")
+        params.update(grant_user_kind=GranteeKind.USER, grant_user=actor.user.id)
+        if actor.team_ids:
+            who.append("(grantee_kind = %(grant_team_kind)s AND grantee_team_id = ANY(%(grant_teams)s) "
+                       "AND grantee_team_role = 'member')")
+            params.update(grant_team_kind=GranteeKind.TEAM_ROLE, grant_teams=list(actor.team_ids))
+        if actor.team_admin_ids:
+            who.append("(grantee_kind = %(grant_team_kind)s AND grantee_team_id = ANY(%(grant_admin_teams)s) "
+                       "AND grantee_team_role = 'admin')")
+            params.update(grant_team_kind=GranteeKind.TEAM_ROLE, grant_admin_teams=list(actor.team_admin_ids))
+    sql = (f"SELECT object_id FROM {AccessGrant._meta.db_table} "
+           f"WHERE org_id = %(grant_org)s AND object_type = %(grant_type)s AND ({' OR '.join(who)})")
+    return sql, params
 
 
 def _has_grant(actor: Actor, object_type: str, object_id: int, *, write: bool) -> bool:

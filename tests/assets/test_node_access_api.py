@@ -74,3 +74,32 @@ def test_org_admin_may_delete_org_nodes_members_may_not(world, client_for):
     nid = weave(client_for(a.key), "Org-wide note.", visibility="org")
     assert client_for(a.member).delete(f"/api/v1/memories/nodes/{nid}").status_code == 403
     assert client_for(a.admin).delete(f"/api/v1/memories/nodes/{nid}").status_code == 204
+
+
+@pytest.mark.django_db(transaction=True)  # committed rows: inside a test's open transaction every probe finds its own writes
+def test_a_warm_read_gets_its_grants_from_the_freshness_probe(world, client_for):
+    """The served read asks the actor's grants inside the cache's probe: one statement on a warm,
+    caught-up index, and a grant or a revoke (which write no node) still show on the next read."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from memory.selectors import resonate_for
+    from teams.auth import actor_for_user
+
+    a = world["a"]
+    nid = weave(client_for(a.member), "The Nimbus acquisition closes in May.", visibility="restricted")
+    weave(client_for(a.member), "Lunch is at noon on Fridays.", visibility="org")
+    owner = actor_for_user(a.owner, a.org)
+
+    def found() -> bool:
+        with CaptureQueriesContext(connection) as queries:
+            out = resonate_for(actor=owner, query="Nimbus acquisition", query_vec=None)
+        assert out.served_by == "engine"
+        return nid in [h.node_id for h in out.result.hits], len(queries)
+
+    get_cache().get(a.org.id)
+    assert found() == (False, 1)
+    g = grant(client_for(a.member), "node", nid, grantee_kind="user", user_id=a.owner.id)
+    assert found() == (True, 1)
+    assert client_for(a.member).delete(f"/api/v1/grants/{g['id']}").status_code == 204
+    assert found() == (False, 1)
