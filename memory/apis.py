@@ -13,6 +13,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.response import Response
 
 from assets.access import access_node
+from assets.context import recall_disputes
 from nylon_project.api import (
     Api,
     StrictSerializer,
@@ -279,12 +280,21 @@ class NodeDetailApi(Api):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class DisputeOutput(serializers.Serializer):
+    node_id = serializers.IntegerField()
+    occurred_at = serializers.DateTimeField(allow_null=True)
+
+
 class HitOutput(serializers.Serializer):
     node_id = serializers.IntegerField()
     score = serializers.FloatField()
     text = serializers.CharField()
     kind = serializers.CharField()
     explanation = serializers.DictField()
+    # The memories the caller may read that this one is in an open conflict with, oldest first (as
+    # /context's ``disputed_by``): the raw list put "We use Postgres 15" first, unmarked, while the
+    # conflict with "we moved to Postgres 16" waited for someone to resolve it.
+    disputed_by = DisputeOutput(many=True)
 
 
 class ResonateApi(Api):
@@ -307,7 +317,8 @@ class ResonateApi(Api):
     @extend_schema(request=InputSerializer, responses=OutputSerializer)
     def post(self, request):
         """Recalls the memories that best answer query, from the nodes the caller may read, with why each was
-        found. Read-only keys may call it; reinforce=false leaves the recall counts alone."""
+        found, and with the memories each one is in an open conflict with (``disputed_by``). Read-only keys
+        may call it; reinforce=false leaves the recall counts alone."""
 
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
@@ -321,6 +332,9 @@ class ResonateApi(Api):
                              "parts": h.explanation.parts}}
             for h in out.result.hits
         ]
+        disputes = recall_disputes(request.actor, [h["node_id"] for h in hits])
+        for h in hits:
+            h["disputed_by"] = disputes.get(h["node_id"], [])
         if d["reinforce"] and hits:
             services.record_recall(node_ids=[h["node_id"] for h in hits])
         degraded = [] if out.vector_used else ["embedder"]

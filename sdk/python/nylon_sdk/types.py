@@ -190,6 +190,7 @@ class Hit:
     text: str
     kind: str
     explanation: Explanation
+    disputed_by: list = field(default_factory=list)  # [{"node_id", "occurred_at"}]: open conflicts, oldest first
     raw: dict = field(default_factory=dict, repr=False)
 
     @classmethod
