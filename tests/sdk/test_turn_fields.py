@@ -12,6 +12,7 @@ import json
 
 import pytest
 from nylon_sdk import Client, NotFound, Turn, TurnFieldError
+from nylon_sdk.cli import read_input
 
 from memory.models import Node
 from teams import services as team_services
@@ -100,6 +101,30 @@ def test_cli_private_turns_are_stored_private(nylon_server, org_wide, client_for
     for node in nodes:
         _assert_private(nylon_server, node, other_key, client_for(a.member))
 
+
+
+def test_cli_single_turn_document_keeps_the_files_visibility(nylon_server, org_wide, tmp_path):
+    a, _ = org_wide
+    env = _env(tmp_path, NYLON_URL=nylon_server.url, NYLON_API_KEY=a.key)
+    doc = tmp_path / "session.json"
+    doc.write_text(json.dumps({"session_key": "obj-private", "visibility": "private",
+                               "turns": {"text": "The vault pin is 8812."}}))
+    out = nylon("weave", str(doc), "--quiet", env=env)
+    assert out.returncode == 0, out.stderr
+    node = Node.objects.get(org=a.org)
+    assert (node.session_key, node.visibility) == ("obj-private", "private")
+
+
+def test_single_turn_document_keeps_every_document_field():
+    # "turns" as one object is read as a list of one: every field of the document is kept with it
+    as_object = read_input('{"session_key": "s", "visibility": "private", "team_id": 7, "end_session": true,\n'
+                           ' "turns": {"text": "The vault pin is 8812."}}', "session.json")
+    as_list = read_input('{"session_key": "s", "visibility": "private", "team_id": 7, "end_session": true,\n'
+                         ' "turns": [{"text": "The vault pin is 8812."}]}', "session.json")
+    assert as_object == as_list
+    assert (as_object.session_key, as_object.visibility, as_object.team_id, as_object.end_session) == \
+        ("s", "private", 7, True)
+    assert [t.text for t in as_object.turns] == ["The vault pin is 8812."] and as_object.lines == [2]
 
 def test_cli_differing_visibility_is_refused_by_line(nylon_server, org_wide, tmp_path):
     a, _ = org_wide

@@ -149,11 +149,15 @@ def _read_document(text: str, doc: object, source: str) -> WeaveInput:
             raise ValueError(f"{source}:{_line_at(text, members['session_key'][1])}: session_key is not a string; "
                              "nothing was written")
         doc, at = doc["turns"], members["turns"][1]
+    # One turn object (bare, or as "turns") is a list of one: it returned early once, without the
+    # document's fields, so a private {"visibility": "private", "turns": {…}} was written org-wide.
     if isinstance(doc, dict):
-        return WeaveInput([_coerce(doc, source, _line_at(text, at))], [_line_at(text, at)])
-    if not isinstance(doc, list):  # valid JSON of another shape ({"turns": "hello"}, a bare number)
+        doc, starts = [doc], [at]
+    elif isinstance(doc, list):
+        starts = _array_item_starts(text, at)
+    else:  # valid JSON of another shape ({"turns": "hello"}, a bare number)
         raise ValueError(f'{source}: expected a list of turns, {{"turns": [...]}} or JSON lines; nothing was written')
-    lines = [_line_at(text, start) for start in _array_item_starts(text, at)]
+    lines = [_line_at(text, start) for start in starts]
     return WeaveInput([_coerce(t, source, n) for t, n in zip(doc, lines, strict=True)], lines, **fields)
 
 
