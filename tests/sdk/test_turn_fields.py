@@ -126,6 +126,30 @@ def test_single_turn_document_keeps_every_document_field():
         ("s", "private", 7, True)
     assert [t.text for t in as_object.turns] == ["The vault pin is 8812."] and as_object.lines == [2]
 
+
+@pytest.mark.parametrize("via", ["file", "stdin"])
+def test_cli_document_after_a_byte_order_mark_keeps_its_fields(nylon_server, org_wide, tmp_path, via):
+    # A BOM (Notepad, PowerShell's Out-File) hid the "{": the whole document, pin included, was
+    # woven as one plain-text turn with the agent's default (org-wide) visibility.
+    a, _ = org_wide
+    env = _env(tmp_path, NYLON_URL=nylon_server.url, NYLON_API_KEY=a.key)
+    body = json.dumps({"session_key": "bom", "visibility": "private", "turns": [{"text": "The vault pin is 8812."}]})
+    if via == "file":
+        doc = tmp_path / "session.json"
+        doc.write_bytes(b"\xef\xbb\xbf" + body.encode())
+        out = nylon("weave", str(doc), "--quiet", env=env)
+    else:
+        out = nylon("weave", "-", "--quiet", env=env, stdin="\ufeff" + body)
+    assert out.returncode == 0, out.stderr
+    node = Node.objects.get(org=a.org)
+    assert (node.session_key, node.visibility, node.text) == ("bom", "private", "The vault pin is 8812.")
+
+
+def test_plain_text_after_a_byte_order_mark_does_not_start_with_it():
+    given = read_input("\ufeffPriya is on call.\nThe release is Thursday.\n")
+    assert [t.text for t in given.turns] == ["Priya is on call.", "The release is Thursday."]
+    assert given.lines == [1, 2]
+
 def test_cli_differing_visibility_is_refused_by_line(nylon_server, org_wide, tmp_path):
     a, _ = org_wide
     env = _env(tmp_path, NYLON_URL=nylon_server.url, NYLON_API_KEY=a.key)

@@ -71,6 +71,7 @@ def _not_json(source: str, line: int, exc: json.JSONDecodeError) -> ValueError:
 FILE_FIELDS = ("session_key", "turns", "visibility", "team_id", "end_session")
 _WS = re.compile(r"[ \t\n\r]*")  # JSON's whitespace
 _DECODER = json.JSONDecoder()
+BOM = "\ufeff"
 
 
 @dataclasses.dataclass
@@ -167,6 +168,9 @@ def read_input(text: str, source: str = "<stdin>") -> WeaveInput:
     line), or plain text (one turn a non-empty line). A line that is not JSON, a turn field or a
     document field the API does not take, is a ValueError naming ``source`` and its line number
     (the whole input is read before anything is sent)."""
+    # A byte order mark (Windows editors, PowerShell) is not whitespace to str.strip(): the input
+    # did not start with "[" or "{", and a JSON document was woven as one plain-text turn.
+    text = text.removeprefix(BOM)
     stripped = text.strip()
     if not stripped:
         return WeaveInput([], [])
@@ -369,7 +373,9 @@ def weave_scope(args, given: WeaveInput, source: str) -> dict:
 
 def cmd_weave(args, client: Client) -> int:
     stdin = args.file in (None, "-")
-    text = sys.stdin.read() if stdin else Path(args.file).read_text(encoding="utf-8")
+    # utf-8-sig: a file's byte order mark is not its first character (see read_input); stdin's is
+    # dropped here too, so that the same input with or without one is the same cli-<hash> session
+    text = (sys.stdin.read() if stdin else Path(args.file).read_text(encoding="utf-8-sig")).removeprefix(BOM)
     source = "<stdin>" if stdin else args.file
     given = read_input(text, source)
     turns = given.turns
