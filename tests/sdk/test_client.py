@@ -104,9 +104,44 @@ def test_rate_limit_honours_retry_after(limited_server, world):
     with Client(limited_server.url, key, max_retries=5, max_retry_wait=1) as nylon:
         waits = []
         nylon._sleep = waits.append
-        with pytest.raises(ny.RateLimited):
+        with pytest.raises(ny.RateLimited) as exc:
             nylon.list_nodes()
-        assert waits == []
+        assert waits == [] and exc.value.retry_after > 1
+
+
+def test_default_client_waits_out_a_per_minute_rate_limit(limited_server, world):
+    """The server's limit is per minute, so its Retry-After is up to 60 s. The default cap was 30:
+    a client built as the README shows raised RateLimited at once instead of waiting, as it says
+    it does, for the window to open."""
+    from teams import services
+
+    _, key = services.api_key_create(actor=None, agent=world["a"].agent, name="fresh window")
+    with Client(limited_server.url, key, max_retries=0) as nylon, pytest.raises(ny.RateLimited) as exc:
+        for _ in range(10):  # 5/min: the 6th is refused, told to wait for the window's first request to age out
+            nylon.list_nodes()
+    assert 30 < exc.value.retry_after <= 60
+
+    with Client(limited_server.url, key) as nylon:
+        waits: list[float] = []
+        nylon._sleep = waits.append  # recorded instead of slept: still limited, so every retry is used
+        with pytest.raises(ny.RateLimited) as exc:
+            nylon.list_nodes()
+    assert len(waits) == 3 and all(30 < w <= 60 for w in waits) and exc.value.retry_after > 30
+
+    async def run() -> list[float]:
+        async with AsyncClient(limited_server.url, key) as nylon:
+            waited: list[float] = []
+
+            async def record(seconds: float) -> None:
+                waited.append(seconds)
+
+            nylon._sleep = record
+            with pytest.raises(ny.RateLimited):
+                await nylon.list_nodes()
+            return waited
+
+    waited = asyncio.run(run())
+    assert len(waited) == 3 and all(30 < w <= 60 for w in waited)
 
 
 def test_async_client(nylon_server, world):

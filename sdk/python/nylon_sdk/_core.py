@@ -34,6 +34,11 @@ from .types import (
 __version__ = "0.1.0"
 API = "/api/v1"
 RETRY_STATUSES = frozenset({429, 503})
+# The longest Retry-After the clients wait out by default. The server's rate limit is per minute
+# (NYLON_RATE_LIMIT, 6000/min), so its 429 says up to 60 s: a cap of 30 raised those at once, the
+# "retried, honouring Retry-After" of the README true only for short waits. The margin covers an
+# HTTP-date Retry-After read against a clock a few seconds off.
+DEFAULT_MAX_RETRY_WAIT = 65.0
 
 
 @dataclass
@@ -50,12 +55,13 @@ class Call:
 @dataclass
 class RetryPolicy:
     """Retries on 429/503 (and connection errors): ``Retry-After`` when the server gives one,
-    else exponential backoff with jitter. A server wait longer than ``max_wait`` is not slept
-    through: the error is raised at once with its ``retry_after``."""
+    else exponential backoff with jitter (capped at ``max_wait`` too). A server wait longer than
+    ``max_wait`` seconds (default 65: a per-minute rate limit's wait is waited out) is not slept
+    through: the error (``RateLimited`` for a 429) is raised at once with its ``retry_after``."""
 
     max_retries: int = 3
     backoff: float = 0.5
-    max_wait: float = 30.0
+    max_wait: float = DEFAULT_MAX_RETRY_WAIT
 
     def wait(self, attempt: int, retry_after: float | None) -> float | None:
         if attempt >= self.max_retries:

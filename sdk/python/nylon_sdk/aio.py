@@ -7,13 +7,25 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from ._core import Call, Endpoints, RetryPolicy, client_headers, result_or_raise, retry_wait, transport_error
+from ._core import (
+    DEFAULT_MAX_RETRY_WAIT,
+    Call,
+    Endpoints,
+    RetryPolicy,
+    client_headers,
+    result_or_raise,
+    retry_wait,
+    transport_error,
+)
 from .types import Conflict, Node
 
 
 class AsyncClient(Endpoints):
+    """``AsyncClient(url, api_key)``: the methods of ``Client``, each a coroutine; the same
+    ``timeout``, ``max_retries`` and ``max_retry_wait`` (default 65 seconds)."""
+
     def __init__(self, url: str = "http://127.0.0.1:8000", api_key: str | None = None, *, timeout: float = 30.0,
-                 max_retries: int = 3, backoff: float = 0.5, max_retry_wait: float = 30.0,
+                 max_retries: int = 3, backoff: float = 0.5, max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT,
                  headers: dict | None = None, transport: httpx.AsyncBaseTransport | None = None):
         self.retry = RetryPolicy(max_retries=max_retries, backoff=backoff, max_wait=max_retry_wait)
         self._sleep = asyncio.sleep

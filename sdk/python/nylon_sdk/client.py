@@ -7,7 +7,16 @@ from collections.abc import Iterator
 
 import httpx
 
-from ._core import Call, Endpoints, RetryPolicy, client_headers, result_or_raise, retry_wait, transport_error
+from ._core import (
+    DEFAULT_MAX_RETRY_WAIT,
+    Call,
+    Endpoints,
+    RetryPolicy,
+    client_headers,
+    result_or_raise,
+    retry_wait,
+    transport_error,
+)
 from .types import Conflict, Node
 
 
@@ -15,10 +24,12 @@ class Client(Endpoints):
     """``Client(url, api_key)``: every API call as a method returning typed results.
 
     ``timeout`` (seconds) bounds each attempt; ``max_retries`` retries 429/503 answers and
-    connection failures, waiting ``Retry-After`` when the server says how long."""
+    connection failures, waiting ``Retry-After`` when the server says how long. A ``Retry-After``
+    longer than ``max_retry_wait`` seconds (default 65, past a per-minute rate limit's 60) is not
+    waited: the error is raised at once, its ``retry_after`` saying how long the server asked for."""
 
     def __init__(self, url: str = "http://127.0.0.1:8000", api_key: str | None = None, *, timeout: float = 30.0,
-                 max_retries: int = 3, backoff: float = 0.5, max_retry_wait: float = 30.0,
+                 max_retries: int = 3, backoff: float = 0.5, max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT,
                  headers: dict | None = None, transport: httpx.BaseTransport | None = None):
         self.retry = RetryPolicy(max_retries=max_retries, backoff=backoff, max_wait=max_retry_wait)
         self._sleep = time.sleep
