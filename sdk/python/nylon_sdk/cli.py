@@ -429,7 +429,9 @@ def cmd_resonate(args, client: Client) -> int:
     for i, h in enumerate(res.hits, 1):
         # a channel that did not rank the hit has no rank (null): not shown
         why = ",".join(f"{c}#{r}" for c, r in sorted((h.explanation.channels or {}).items()) if r is not None)
-        rows.append([i, f"{h.score:.3f}", h.node_id, h.kind, why or f"hop {h.explanation.hops}", h.text])
+        # as the context's lines: a memory in an open conflict names the other side
+        disputed = "".join(f" [disputed by #{d['node_id']}]" for d in h.disputed_by)
+        rows.append([i, f"{h.score:.3f}", h.node_id, h.kind, why or f"hop {h.explanation.hops}", h.text + disputed])
     say(table(rows, ["#", "score", "node", "kind", "why", "text"]))
     route = res.route or {}
     say(f"\n{len(res.hits)} hits · route {route.get('qtype', '?')}/depth {route.get('depth', '?')} · "
