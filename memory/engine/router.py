@@ -4,7 +4,9 @@ The router never sees labels, gold answers or anything about the stored memories
 reads only the wording of the question, so it behaves the same in production and in
 benchmarks. Rules are checked in order and the first match wins:
 
-1. temporal  - the answer is a time: "When did...", "What year...", "How long...".
+1. temporal  - the answer is a time: "When did...", "What year...", "How long ago...", "How long has...";
+               not a duration asked in the present or future ("How long do tokens last?", "How
+               long will the migration take?"): that question goes on through the other rules.
 2. reasoning - hypothetical ("would", "might", "likely"...), causal ("why", "what made"),
                comparative / multi-entity ("X and Y", "both", "in common", "what ... and ..."),
                or aggregating ("What activities...", "What are...", "How many...").
@@ -71,12 +73,22 @@ _POLITE_RE = re.compile(
     re.I,
 )
 
+# Auxiliaries of a question in the present or future tense: "How long do ...", "How many days will ...".
+_NOW_OR_LATER = r"(?:'s\b|\s+(?:does|do|is|are|will|would|can|could|should|must|shall|may|might)\b)"
+
 _TEMPORAL_RE = re.compile(
     r"^(?:when\b"
     r"|(?:what|which)\s+(?:exact\s+)?(?:date|day|time|year|month|week|weekend|season)\b"
     r"|(?:in|on|during|at|around|by)\s+(?:what|which)\s+(?:date|day|time|year|month|week|season|point|age)\b"
-    r"|how\s+long\b|how\s+often\b|how\s+recently\b|how\s+soon\b"
-    r"|how\s+many\s+(?:years|months|weeks|days|hours)\b"
+    # "How long" asks when for a past span ("How long has Aiko been volunteering?", "How long did
+    # the outage last?": read off the dates of its start and end, or since when) and with "ago" or
+    # "since"; in the present or future tense it asks a duration, a property stated as a fact
+    # ("How long do JWT access tokens last?", "How long is the retention?", "How long will the
+    # migration take?"), which no date answers. "How many days ..." likewise.
+    rf"|how\s+long\b(?!{_NOW_OR_LATER})"
+    r"|how\s+long\b.*\b(?:since|ago)\b"
+    r"|how\s+often\b|how\s+recently\b|how\s+soon\b"
+    rf"|how\s+many\s+(?:years|months|weeks|days|hours)\b(?!{_NOW_OR_LATER})"
     r"|since\s+when\b|around\s+when\b|at\s+what\s+(?:age|time|point)\b)"
     r"|\bwhen\s+(?:did|does|do|is|was|were|will|has|had|have)\b|\bhow\s+long\s+ago\b|\bwhat\s+date\b",
     re.I,
@@ -200,7 +212,11 @@ def _select_rule(q: str, entities: list[str]) -> str:
 
 
 def is_time_question(query: str) -> bool:
-    """True when the answer sought is a time ("When did...", "How long...")."""
+    """True when the answer sought is a time ("When did...", "How long ago...", "How long has...").
+
+    A duration asked in the present or future ("How long do JWT access tokens last?") is not: its
+    answer is a stated fact, and the "when" bonus lifted a dated line that merely shared a word
+    ("... last weekend") above it."""
     return bool(_TEMPORAL_RE.search(_normalise(query).lower()))
 
 

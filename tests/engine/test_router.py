@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.engine.router import DEPTHS, RoutePlan, route
+from memory.engine.router import DEPTHS, RoutePlan, is_time_question, route
 
 # Hand-written questions about invented people; expected qtype and the rule that fires.
 CASES: list[tuple[str, str, str]] = [
@@ -94,6 +94,51 @@ def test_time_focus() -> None:
     assert route("What did Aiko do after the wedding?").time_focus
     assert route("Is Aiko still painting?").time_focus
     assert not route("What did Aiko cook?").time_focus
+
+
+# A duration asked in the present or future is a stated fact, not a time: the "when" bonus of
+# resonate (``is_time_question``) lifted "We moved the orders database to Postgres 16 last weekend."
+# above the JWT decision that answers the first one.
+DURATIONS = [
+    "How long do JWT access tokens last before they expire?",
+    "How long does a refresh token last?",
+    "How long is the log retention?",
+    "How long's the log retention?",
+    "How long will the migration take?",
+    "Can you tell me how long do the backups take?",
+    "How many days do refresh tokens last?",
+]
+
+# Asked when: a past span (its start and end are dates, "How long has" asks since when), "ago",
+# "since", a day named in a "when" question.
+WHENS = [
+    "When did we last deploy?",
+    "When is the last deploy before the freeze?",
+    "How long ago did we migrate the orders database?",
+    "How long has Aiko been volunteering at the shelter?",
+    "How long did the outage last?",
+    "How long was the outage?",
+    "How long is it since we deployed?",
+    "How many years has Marco lived in Oslo?",
+    "How often do we rotate the keys?",
+]
+
+
+@pytest.mark.parametrize("query", DURATIONS)
+def test_a_duration_is_not_asked_when(query: str) -> None:
+    assert not is_time_question(query)
+    assert route(query).rule != "temporal"
+
+
+@pytest.mark.parametrize("query", WHENS)
+def test_when_questions_stay_temporal(query: str) -> None:
+    assert is_time_question(query)
+    assert route(query).rule == "temporal"
+
+
+def test_a_duration_of_one_fact_routes_as_detail() -> None:
+    plan = route("How long do JWT access tokens last before they expire?")
+    assert (plan.qtype, plan.rule, plan.depth) == ("detail", "detail", DEPTHS["detail"])
 
 
 def test_wants_reason() -> None:

@@ -239,3 +239,32 @@ def test_a_question_about_a_day_brings_what_happened_that_day(world, client_for)
         r = c.post("/api/v1/memories/resonate", {"query": query, "k": 3}, format="json")
         assert r.status_code == 200, r.content
         assert r.json()["hits"][0]["text"] == texts[0], (query, [h["text"] for h in r.json()["hits"]])
+
+
+DECISIONS = [
+    ("Dana", "Decision: the public API authenticates with JWT access tokens that expire after 15 minutes."),
+    ("Eli", "Refresh tokens last 30 days and are rotated on every use."),
+    ("Dana", "We moved the orders database to Postgres 16 last weekend."),
+    ("Priya", "The staging cluster runs on three nodes in eu-west-1."),
+    ("Eli", "Logs are kept for 90 days, then archived to cold storage."),
+    ("Priya", "The mobile app release is planned for next quarter."),
+]
+
+
+def test_a_duration_question_is_not_asked_when(world, client_for):
+    # "How long do ... last" asks for a duration: a dated line that merely shares a word ("last
+    # weekend") got the "when" bonus and came above the decision that answers it.
+    c = client_for(world["a"].key)
+    ids = _weave(c, session="decisions", turns=DECISIONS)
+    for query in ("How long do JWT access tokens last before they expire?",
+                  "How long will JWT access tokens stay valid?"):
+        r = c.post("/api/v1/memories/resonate", {"query": query, "k": 3, "reinforce": False}, format="json")
+        assert r.status_code == 200, r.content
+        hits = r.json()["hits"]
+        assert hits[0]["node_id"] == ids[0], (query, [h["text"] for h in hits])
+        assert r.json()["route"]["qtype"] != "temporal"
+    # a question that asks when still routes as one and finds the dated line
+    r = c.post("/api/v1/memories/resonate", {"query": "When did we move the orders database to Postgres 16?",
+                                             "k": 3, "reinforce": False}, format="json")
+    assert r.json()["route"]["qtype"] == "temporal"
+    assert r.json()["hits"][0]["node_id"] == ids[2], [h["text"] for h in r.json()["hits"]]
