@@ -8,8 +8,9 @@ by diffusion (so they are not even a path), and cannot be returned.
 from __future__ import annotations
 
 import math
+import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, timedelta
 
 import numpy as np
@@ -19,7 +20,7 @@ from .graph import Graph
 from .index import TenantIndex
 from .ranking import COSINE_TIE_ABS, rank_order
 from .router import is_time_question
-from .text import TimeMention, canonical_entity, extract_entities, resolve_times, session_date_terms
+from .text import WEEKDAY_NAMES, TimeMention, canonical_entity, extract_entities, resolve_times
 from .tokenize import tokenize
 from .types import (
     MAX_K,
@@ -231,7 +232,7 @@ def resonate(
         # 2026 Friday") and of any day of the same number or month: "Can I deploy to production on
         # Friday November 20?" put ten unrelated lines of the 20th above the freeze notice that
         # answers it, matched by "deploy" and "production".
-        tokens = _without_words_of(tokens, mentions)
+        tokens = _without_words_of(tokens, mentions, query_text)
     bm = index.bm25.query(tokens, vis)
     lex_ids, lex_sc = bm.top(params.n_lex, seedable)
     qvec = None
@@ -535,21 +536,51 @@ _FIRST_DAY, _PAST_LAST_DAY = (date.min - _EPOCH).days, (date.max - _EPOCH).days 
 
 def _named_days(query_text: str, now_days: float, params: ResonateParams) -> list[TimeMention]:
     """The days or weeks the query names (``resolve_times`` against today, from ``now_days``, so
-    "last Tuesday" is the Tuesday before now), spans of ``date_max_span_days`` or more left out."""
+    "last Tuesday" is the Tuesday before now), spans of ``date_max_span_days`` or more left out.
+    A day's surface takes in the weekday written just before it (``_with_its_weekday``)."""
     if not query_text or not math.isfinite(now_days):
         return []
     try:
         today = _EPOCH + timedelta(days=math.floor(now_days))
     except OverflowError:
         return []
-    return [m for m in resolve_times(query_text, today) if (m.end - m.start).days < params.date_max_span_days]
+    return [_with_its_weekday(m, query_text) for m in resolve_times(query_text, today)
+            if (m.end - m.start).days < params.date_max_span_days]
 
 
-def _without_words_of(tokens: list[str], mentions: list[TimeMention]) -> list[str]:
-    """The query's tokens less the named days' words: as written ("November 20"), and for one day as
-    the nodes of that day hold them (``session_date_terms``: its weekday, "Friday November 20")."""
+def _written(surface: str) -> str:
+    """A pattern of ``surface`` as a text writes it: any case (with ``re.I``), any spaces, either
+    apostrophe (``resolve_times`` reads straight quotes)."""
+    return r"\s+".join(re.escape(w).replace("'", "['\u2018\u2019]") for w in surface.split())
+
+
+def _with_its_weekday(m: TimeMention, query_text: str) -> TimeMention:
+    """``m`` with the name of its day's weekday when the query writes it just before: "Friday
+    November 20" is one date as written, and the node of that day holds all three words
+    (``session_date_terms``), but the resolver's mention is "November 20" (the weekday only names
+    the date's day)."""
+    if m.start != m.end or not m.surface.strip():
+        return m
+    name = WEEKDAY_NAMES[m.start.weekday()]
+    found = re.search(rf"\b(?:{name}|{name[:3]}\.?)[\s,]*(?:the\s+)?{_written(m.surface)}", query_text, re.I)
+    return replace(m, surface=found.group()) if found else m
+
+
+def _without_words_of(tokens: list[str], mentions: list[TimeMention], query_text: str = "") -> list[str]:
+    """The query's tokens less the words of the named days as it writes them ("Friday November 20",
+    ``_named_days``): a node's document holds its session date ("20 November 2026 Friday"), so those
+    words met every node of the day and every 20th. Only the mentions' own words: "the 2026 budget
+    on Friday" or "PostgreSQL 6 on Friday" keep "2026" and "6" though that Friday is 6 November 2026
+    (they were left out with every word of the day's date). Given the query text, a word it also
+    writes outside the mentions stays ("the 2026 budget on 6 November 2026")."""
     said = {t for m in mentions for t in tokenize(m.surface)}
-    said.update(t for m in mentions if m.start == m.end for t in tokenize(session_date_terms(m.start)))
+    if said and query_text:
+        rest, unfound = query_text, set()
+        for m in mentions:
+            rest, cuts = re.subn(_written(m.surface), " ", rest, flags=re.I) if m.surface.strip() else (rest, 0)
+            if not cuts:  # not written so in the query (not expected): its words go, as before
+                unfound.update(tokenize(m.surface))
+        said = (said - set(tokenize(rest))) | unfound
     return [t for t in tokens if t not in said]
 
 

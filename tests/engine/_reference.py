@@ -15,13 +15,48 @@ from memory.engine import NodeKind, ResonateParams, Scope, TenantIndex, tokenize
 from memory.engine.ranking import COSINE_TIE_ABS, RANK_TIE_EPS
 from memory.engine.router import is_time_question
 from memory.engine.text import (
+    WEEKDAY_NAMES,
     asks_only,
     canonical_entity,
     extract_entities,
     has_time_expression,
     resolve_times,
-    session_date_terms,
 )
+
+
+def ref_date_words(query_text: str, named: list) -> set[str]:
+    """The tokens the query writes for the days it names: each mention as written, with the
+    weekday of its day written just before a one-day mention ("Friday November 20"), less the
+    tokens the query also writes outside them."""
+    text = " ".join(query_text.replace("\u2019", "'").replace("\u2018", "'").lower().split())
+    spans: list[str] = []
+    said: set[str] = set()
+    for m in named:
+        surf = " ".join(m.surface.lower().split())
+        if not surf or surf not in text:
+            said |= set(tokenize(m.surface))
+            continue
+        span = surf
+        if m.start == m.end:
+            name = WEEKDAY_NAMES[m.start.weekday()].lower()
+            at = text.find(surf)
+            while at >= 0 and span == surf:
+                before = text[:at]
+                gap = before.rstrip(" ,")
+                if gap.endswith(" the") or gap == "the":
+                    gap = gap[:-3].rstrip(" ,")
+                for w in (name, name[:3] + ".", name[:3]):
+                    if gap.endswith(w) and (len(gap) == len(w) or not gap[-len(w) - 1].isalnum()):
+                        span = text[len(gap) - len(w):at] + surf
+                        break
+                at = text.find(surf, at + 1)
+        spans.append(span)
+    rest = text
+    for span in spans:
+        said |= set(tokenize(span))
+        rest = rest.replace(span, " ")
+    return said - set(tokenize(rest)) | {t for m in named for t in tokenize(m.surface)
+                                         if " ".join(m.surface.lower().split()) not in text}
 
 
 def dense_adjacency(index: TenantIndex) -> np.ndarray:
@@ -148,8 +183,7 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
         # the days the query names are the date focus's, not words of the lexical query
         named = [m for m in resolve_times(query_text, date(1970, 1, 1) + timedelta(days=math.floor(now)))
                  if (m.end - m.start).days < params.date_max_span_days]
-        said = {t for m in named for t in tokenize(m.surface)}
-        said |= {t for m in named if m.start == m.end for t in tokenize(session_date_terms(m.start))}
+        said = ref_date_words(query_text, named)
         q = [t for t in q if t not in said]
     lex = ref_bm25(docs, q, vis)
     cand = [i for i in range(n) if seedable[i] and lex[i] > 0]

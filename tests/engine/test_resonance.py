@@ -14,6 +14,7 @@ from memory.engine import (
     TenantIndex,
     diffuse,
     resonate,
+    tokenize,
 )
 
 from ._reference import dense_adjacency, ref_diffuse, ref_resonate
@@ -126,7 +127,8 @@ def test_resonate_with_a_date_in_the_query_matches_reference(seed: int, variant:
     idx = _random_index(rng, occurred=True)  # nodes happened on days 0-12 after 1970-01-01
     allowed = idx.visibility_mask(owner_keys=[1])
     params = ResonateParams(**{"depth": 1, "n_lex": 5, "n_vec": 5, "n_win": 5, "n_wvec": 5, "k": 8, **variant})
-    for when in ("yesterday", "on 5 January", "last week", "on Tuesday", "in March", ""):
+    for when in ("yesterday", "on 5 January", "last week", "on Tuesday", "in March", "",
+                 "on Friday, January 9", "9 times on Friday", "on Fri 9 January 1970 and on 1970"):
         q = f"what did Ann say {when} about " + " ".join(rng.choice(WORDS, size=2))
         for vec in (rng.normal(size=8), None):
             got = resonate(idx, query_text=q, query_vec=vec, allowed=allowed, params=params, now_days=12.5)
@@ -181,6 +183,38 @@ def test_a_day_named_without_its_year_is_that_day_in_every_year() -> None:
                      params=ResonateParams(k=3), now_days=now)
     assert dated.hits[0].node_id == 2  # a year given still means that year only
     assert 5 not in {h.node_id for h in dated.hits[:2]}
+
+
+def test_named_day_does_not_drop_the_querys_own_numbers() -> None:
+    # Asked on Tuesday 10 November 2026, "Friday" is Friday 6 November 2026: the query lost every
+    # word of that day's date ("6 November 2026 Friday"), its own "2026" and "6" too.
+    from memory.engine.resonance import _EPOCH, _named_days, _without_words_of
+
+    now = (date(2026, 11, 10) - _EPOCH).days + 0.5
+    for q, kept in [("What did we decide about the 2026 budget on Friday?", "2026"),
+                    ("Did we move to PostgreSQL 6 on Friday?", "6")]:
+        tokens = tokenize(q)
+        assert kept in tokens
+        assert kept in _without_words_of(tokens, _named_days(q, now, ResonateParams())), q
+        assert kept in _without_words_of(tokens, _named_days(q, now, ResonateParams()), q), q
+        assert "friday" not in _without_words_of(tokens, _named_days(q, now, ResonateParams()), q)
+
+
+@pytest.mark.parametrize(("query", "left"), [
+    # the weekday written before a date is part of it, as the day's nodes hold it
+    ("Can I deploy to production on Friday November 20?", ["deploy", "product"]),
+    ("Can I deploy on Fri, 20 November?", ["deploy"]),
+    ("What did we decide last Friday, November 6?", ["decid", "last"]),
+    ("What happened on Friday, the 20th of November?", ["happen"]),
+    # a word the query writes outside the date stays
+    ("What about the 2026 budget on 6 November 2026?", ["2026", "budget", "2026"]),
+    ("What did we decide last Tuesday?", ["decid"]),
+])
+def test_a_named_days_own_words_leave_the_lexical_query(query: str, left: list[str]) -> None:
+    from memory.engine.resonance import _EPOCH, _named_days, _without_words_of
+
+    now = (date(2026, 11, 10) - _EPOCH).days + 0.5
+    assert _without_words_of(tokenize(query), _named_days(query, now, ResonateParams()), query) == left
 
 
 def test_month_day_of_day_counts_agrees_with_the_calendar() -> None:
