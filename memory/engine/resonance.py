@@ -277,7 +277,7 @@ def resonate(
             if p_ids is not None:
                 extra += ((p_ids, p_sc, params.w_prf),)
         if params.w_vprf > 0 and qvec is not None and first.size:
-            v_ids, v_sc = _vector_feedback(index, qvec, first, vis, seedable, params)
+            v_ids, v_sc = _vector_feedback(index, qvec, first, vis, seedable, params, pool)
             if v_ids is not None:
                 extra += ((v_ids, v_sc, params.w_vprf),)
     in_dates = _date_focus(index, mentions, seedable) if mentions else None
@@ -473,7 +473,7 @@ def _prf_list(index, tokens, top, vis, seedable, params):
     return target.query_top(list(tokens) + chosen, params.n_prf, vis, seedable, dict.fromkeys(chosen, params.prf_beta))
 
 
-def _vector_feedback(index, qvec, top, vis, seedable, params):
+def _vector_feedback(index, qvec, top, vis, seedable, params, pool=None):
     """Rocchio on the query vector: q/|q| + vprf_beta x mean unit vector of the top seeds' windows,
     searched like the window-vector channel."""
     members = index.windows.member_matrix(top)
@@ -486,7 +486,8 @@ def _vector_feedback(index, qvec, top, vis, seedable, params):
     q2 = q2.astype(np.float32)
     if params.prf_target == "turn":  # measured worse than windows; kept for ablations
         return index.vectors.search(q2, params.n_wvec, seedable)
-    return window_vector_top(index.windows, index.vectors, q2, params.n_wvec, vis, seedable)
+    first = pool if params.vprf_pool == "pool" else None
+    return window_vector_top(index.windows, index.vectors, q2, params.n_wvec, vis, seedable, top=first)
 
 
 def _session_scores(index, cand, bm, top):

@@ -212,7 +212,7 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
         cand = [i for i in range(n) if seedable[i] and has[i]]
         vec_ids = sorted(cand, key=lambda i: (-sims[i], i))[: params.n_vec]
         if params.n_wvec > 0:
-            pool = sorted((i for i in range(n) if vis[i] and has[i]), key=lambda i: (-sims[i], i))[:100]
+            pool = sorted((i for i in range(n) if vis[i] and has[i]), key=lambda i: (-sims[i], i))[:max(100, params.n_vec)]
             wc = _tie_sorted({j: wcos[j] for i in pool for j in windows[i] if seedable[j]},
                              COSINE_TIE_ABS)[: params.n_wvec]
             if params.w_wvec_as == "vec":
@@ -268,7 +268,10 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
                 m2 = [j for j in windows[i] if vis[j] and has[j]]
                 return float(np.mean([sims2[j] for j in m2])) if m2 else math.nan
 
-            pool = sorted((i for i in range(n) if vis[i] and has[i]), key=lambda i: (-sims2[i], i))[:100]
+            # "pool": the windows of the first vector search's pool (by the query vector), else of
+            # the nearest nodes to the feedback vector
+            by = sims if params.vprf_pool == "pool" else sims2
+            pool = sorted((i for i in range(n) if vis[i] and has[i]), key=lambda i: (-by[i], i))[:max(100, params.n_vec)]
             wc2 = {j: window_cos2(j) for i in pool for j in windows[i] if seedable[j]}
             wc2 = {j: v for j, v in wc2.items() if not math.isnan(v)}
             channels.append((_tie_sorted(wc2, COSINE_TIE_ABS)[: params.n_wvec], params.w_vprf))
