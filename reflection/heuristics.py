@@ -1415,9 +1415,11 @@ def _thing_words(text: str) -> frozenset[str]:
 
 
 def _qualified(text: str, name: str) -> str:
-    """The noun a name qualifies in the text ("the Kafka upgrade" → upgrade), "" when none."""
+    """The noun a name qualifies in the text ("the Kafka upgrade" → upgrade), "" when none. Not a verb
+    of running or using after it: "Our CI runs on GitHub Actions" says what CI runs on."""
     m = re.search(rf"(?<![\w-]){re.escape(name)}\s+([a-z][\w'-]*)", text, re.I)
-    if m is None or not m[1][0].islower() or m[1] in _AFTER_NAME_OK or m[1].endswith("ly"):
+    if (m is None or not m[1][0].islower() or m[1] in _AFTER_NAME_OK or m[1].endswith("ly")
+            or _lemma(m[1]) in _STATE_WORDS):
         return ""
     return _lemma(m[1])
 
@@ -1435,11 +1437,34 @@ def _other_names(x_text: str, y_text: str, x: Statement, y: Statement) -> frozen
     return frozenset(out)
 
 
+def _naming_clauses(text: str, name: str) -> str:
+    """The clauses of the text that name ``name``: what it says of the thing that uses it ("Our CI runs on
+    Jenkins; the docs build uses GitHub Actions" says GitHub Actions of the docs build, not of CI)."""
+    said = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])", re.I)
+    clauses = (sentence[s:e] for sentence in _sentences(text) for s, e in _clause_spans(sentence))
+    return " ".join(c for c in islice(clauses, _MAX_CLAUSES) if said.search(c))
+
+
+def _names_as_written(x_text: str, y_text: str, name: str) -> bool:
+    """Whether ``y_text`` writes the name as ``x_text`` does, a capital or a digit in it: a name with no
+    entity list to say so ("Our CI runs on GitHub Actions" names GitHub Actions as the switch does)."""
+    for m in re.finditer(rf"(?<![\w-]){re.escape(name)}(?![\w-])", x_text, re.I):
+        written = m.group(0)
+        if re.search(r"[A-Z0-9]", written) and re.search(rf"(?<![\w-]){re.escape(written)}(?![\w-])", y_text):
+            return True
+    return False
+
+
 def _gave_up(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
     """One side gives up a value the other states, of a thing both name ("... dropping PostgreSQL for
     the ledger ..." vs "For the new ledger database we'll go with PostgreSQL 15"): a word beside the
     name is shared (the ledger, the event bus, the admin console) — not a name each uses of another
-    thing ("the Kafka upgrade" vs "the Kafka cluster") nor a generic noun ("team"). Not when both
+    thing ("the Kafka upgrade" vs "the Kafka cluster") nor a generic noun ("team"). The shared word is
+    one of what the other side says uses the name (its clauses naming it: "the docs build uses GitHub
+    Actions" is not what "switched the CI runner from GitHub Actions" changes), and no word of the name
+    itself ("Actions" shared no subject of "Our CI runs on GitHub Actions" and "switched the docs hosting
+    from GitHub Actions"). The name is one of the other side's entities, or written there as here with
+    a capital or a digit (no entity list given). Not when both
     give it up, nor when the giving up is only proposed, weighed, decided against or put off, nor
     when the other side denies it."""
     for x_text, y_text, x, y in ((a_text, b_text, a, b), (b_text, a_text, b, a)):
@@ -1447,17 +1472,21 @@ def _gave_up(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None
             continue
         y_low = y_text.lower()
         y_gives_up = {w for name, _ in _given_up(y_text) for w in name.split()}
-        names = _other_names(x_text, y_text, x, y)
+        # (lemmas, as _thing_words gives the words: the name "actions" is the word "action")
+        names = {w for n in _other_names(x_text, y_text, x, y) for w in (n, _lemma(n))}
         for old, version in sorted(_given_up(x_text)):
-            # a name the other side states (one of its entities, or letters and digits), and does not give up
-            named = set(old.split()) <= y.places or (re.search(r"\d", old) and old in y.idents)
+            # a name the other side states (one of its entities, letters and digits, or written as here),
+            # and does not give up
+            named = (set(old.split()) <= y.places or (re.search(r"\d", old) and old in y.idents)
+                     or _names_as_written(x_text, y_text, old))
             if not named or set(old.split()) & y_gives_up:
                 continue
             # ... as written, with the same version when one is given up
             said = re.escape(old) + (rf"\s+v?{re.escape(version)}(?!\w|\.\d)" if version else r"(?![\w-])")
             if not re.search(rf"(?<![\w-]){said}", y_low):
                 continue
-            if (_thing_words(x_text) & _thing_words(y_text)) - set(old.split()) - {version} - names - _GENERIC:
+            own = {w for n in old.split() for w in (n, _lemma(n))} | {version}
+            if (_thing_words(x_text) & _thing_words(_naming_clauses(y_text, old))) - own - names - _GENERIC:
                 return f"replaced: the other statement gives up {' '.join((old, version)).strip()}"
     return None
 
