@@ -1714,6 +1714,13 @@ def only_counts_differ(a_text: str, b_text: str) -> bool:
 _SETTING_BEFORE = {"is", "are", "was", "were", "be", "been", "to", "at", "run", "runs", "running", "use", "uses",
                    "using", "set", "keep", "keeps", "need", "needs", "allow", "allows", "max", "maximum", "min",
                    "minimum", "limit", "limited", "cap", "capped", "of", "=", "with", "has", "have"}
+# A duration after one of these is a setting's too ("tokens expire after 15 minutes", "alerts page within
+# 5 minutes", "the job runs every 6 hours"), and so is a number of times said in the present ("the
+# webhook retries 5 times", "we will retry 3 times"); one in the past ("the job failed 3 times", "the
+# deploy took 26 minutes") is that day's tally. Times are no things counted.
+_DURATION_SETTING_BEFORE = {"after", "within", "every"}
+_DURATION = re.compile(r"\s+(?:seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|ms)\b")
+_TIMES = re.compile(r"\s+times\b")
 
 
 def _counts(text: str) -> set[str]:
@@ -1722,6 +1729,10 @@ def _counts(text: str) -> set[str]:
         before = re.findall(r"[\w=]+", text[: m.start()].lower())
         after = text[m.end():].lower()
         if before and before[-1] in _SETTING_BEFORE:
+            continue
+        if before and before[-1] in _DURATION_SETTING_BEFORE and _DURATION.match(after):
+            continue
+        if before and _TIMES.match(after) and before[-1] not in _PAST and not before[-1].endswith("ed"):
             continue
         if re.match(r"\s+(?:of\s+\d+\s+)?(?:[a-z]+\s+){0,2}?(?:per|a|an|each|every)\b", after):
             continue

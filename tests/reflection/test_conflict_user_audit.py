@@ -11,6 +11,12 @@ the memory that replaced it.
    noun it qualifies). The subject shared must be what the other side says uses the name (its clauses
    naming it), and without an entity list the name counts when both sides write it alike.
 
+0. A status line's counts on two days are excused before the rules (``only_counts_differ``), and a
+   number before a plural ("5 times", "15 minutes") was read as such a count, so "The payment webhook
+   retries 5 times" and "... now retries 8 times" written on two days were no conflict even where the
+   rules found one. A duration after "after", "within", "every" is a setting's, and so is a number of
+   times said in the present; in the past ("failed 3 times", "took 26 minutes") it is still a tally.
+
 Every pair is checked in both directions.
 """
 
@@ -18,7 +24,7 @@ from __future__ import annotations
 
 import pytest
 
-from reflection.heuristics import conflict_reason
+from reflection.heuristics import conflict_reason, only_counts_differ
 
 from .pairs import both_conflict as _both_conflict
 from .pairs import both_none as _both_none
@@ -66,3 +72,21 @@ def test_a_switch_conflicts_without_an_entity_list(a, b):
 ])
 def test_a_switch_of_another_subject_or_not_made_conflicts_with_nothing(a, b):
     _both_none(a, b)
+
+
+# ------------------------------------------------------------------ 0. a setting's duration or times is no count
+@pytest.mark.parametrize("a,b,counts", [
+    ("The payment webhook retries 5 times.", "The payment webhook now retries 8 times.", False),
+    ("We will retry failed uploads 3 times.", "We will retry failed uploads 5 times.", False),
+    ("JWT tokens expire after 15 minutes.", "JWT tokens expire after 60 minutes.", False),
+    ("Alerts page on-call within 5 minutes.", "Alerts page on-call within 10 minutes.", False),
+    ("The backup job runs every 6 hours.", "The backup job runs every 12 hours.", False),
+    # that day's tally: in the past, or of things
+    ("The nightly job failed 3 times.", "The nightly job failed 5 times.", True),
+    ("The payment webhook retried 5 times.", "The payment webhook retried 8 times.", True),
+    ("The deploy took 26 minutes.", "The deploy took 31 minutes.", True),
+    ("Deploy succeeded after 3 attempts.", "Deploy succeeded after 5 attempts.", True),
+    ("Board: 7 tickets in progress, 2 blocked.", "Board: 9 tickets in progress, 3 blocked.", True),
+])
+def test_a_settings_duration_or_times_is_no_count(a, b, counts):
+    assert only_counts_differ(a, b) is counts and only_counts_differ(b, a) is counts
