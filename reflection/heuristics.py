@@ -479,17 +479,20 @@ _CONTRAST = re.compile(rf"(?P<lead>,\s*)(?i:not)(?P<rest>\s+{_OLD})(?=\s*(?:[.!;
 
 
 # "... the Pro plan at $39 per seat, not $35": a value, then after ", not" the value it gives up (a price,
-# an amount, a share, with its "per seat" or "a month"). No denial of the statement either: the value
-# given up is no value it states, and its "not" no negation.
+# an amount, a share, with its "per seat" or "a month", or its unit, repeated or not: "after 60 minutes,
+# not 15 minutes", "60 minutes, not 15"). No denial of the statement either: the value given up is no
+# value it states, and its "not" no negation.
 _AMOUNT = r"[$\u20ac\u00a3]?\d{1,9}(?:[.,]\d{1,3})*(?:k|m|%)?(?![\w.,]*\d)"
 _PER = r"(?:\s+(?:per|a|an|each|every)\s+[a-z][\w-]{0,30}){0,3}"
-_VALUE_CONTRAST = re.compile(rf"(?<![\w.,$\u20ac\u00a3])(?P<new>{_AMOUNT})(?P<new_per>{_PER})(?:\s+flat)?,\s*(?i:not)\s+"
-                             rf"(?P<old>{_AMOUNT})(?P<old_per>{_PER})(?=\s*(?:[.!;,)]|$))", re.I)
+_VALUE_UNIT = r"(?:\s+(?!(?:per|a|an|each|every|flat|not)\b)[a-z][a-z-]{0,30})?"
+_VALUE_CONTRAST = re.compile(rf"(?<![\w.,$\u20ac\u00a3])(?P<new>{_AMOUNT})(?P<new_unit>{_VALUE_UNIT})(?P<new_per>{_PER})"
+                             rf"(?:\s+flat)?,\s*(?i:not)\s+(?P<old>{_AMOUNT})(?P<old_unit>{_VALUE_UNIT})(?P<old_per>{_PER})"
+                             r"(?=\s*(?:[.!;,)]|$))", re.I)
 
 
 def statement(text: str, entities: list[str] | tuple[str, ...] = ()) -> Statement:
     text, named = _identifiers(text.replace("’", "'"))
-    text = _VALUE_CONTRAST.sub(lambda m: m["new"] + m["new_per"], text)
+    text = _VALUE_CONTRAST.sub(lambda m: m["new"] + m["new_unit"] + m["new_per"], text)
     low = _CONTRAST.sub(lambda m: m["lead"] + m["rest"], text).lower()
     for pat, rep in _CONTRACTIONS:
         low = re.sub(pat, rep, low)
@@ -1304,6 +1307,50 @@ def _thing_before(text: str, pos: int) -> tuple[frozenset[str], str]:
     return frozenset(_lemma(w.lower()) for w in words) - _VALUE_WORDS - _DROP - {"of", "for"}, said
 
 
+# What a verb's value completes: "JWT access tokens that expire after | 15 minutes", "JWT access tokens now
+# expire after | 60 minutes". Words between its subject and its verb that name nothing ...
+_SLOT_SKIP = frozenset({"that", "which", "who", "now", "still", "currently", "also", "will", "shall", "always", "only",
+                        "just", "then", "already", "officially", "instead", "is", "are", "be", "do", "does"})
+# ... the preposition the verb takes before its value ...
+_SLOT_PREPS = frozenset({"after", "within", "every", "in", "at", "to", "for", "by", "under", "over", "below", "above"})
+# ... and where its subject begins: a determiner, a preposition, a conjunction or a pronoun before it.
+_SLOT_STOP = _DETERMINERS | {"with", "for", "of", "in", "on", "at", "to", "by", "from", "via", "about", "into", "and",
+                             "or", "but", "so", "because", "when", "if", "while", "than", "as", "we", "i", "they",
+                             "you", "he", "she", "it"}
+
+
+def _slot_before(text: str, pos: int) -> tuple[frozenset[str], str]:
+    """The subject, verb and preposition a value at ``pos`` completes, and its words as written, back to
+    a determiner, a preposition, a conjunction, a pronoun or a punctuation mark: "the public API
+    authenticates with JWT access tokens that expire after 15 minutes" and "Decision changed: JWT access
+    tokens now expire after 60 minutes" → jwt, access, token, expire, after (a relative "that" or a "now"
+    between names nothing). ``_thing_before`` reads a noun phrase back to its determiner; this reads a
+    clause's subject and verb, whose subject has none. Empty after "from" or "not" (an old value or one
+    given up), or with no start in sight (a sentence, not a slot)."""
+    toks = _PHRASE_TOKEN.findall(text[max(0, pos - 200):pos])
+    i = len(toks) - 1
+    if i < 0 or toks[i].lower() in {"from", "not", "no", "never"}:
+        return frozenset(), ""
+    first = i
+    words: list[str] = []
+    if toks[i].lower() in _SLOT_PREPS:
+        words.append(toks[i].lower())
+        i -= 1
+    while i >= 0:
+        t = toks[i].lower()
+        if t in _SLOT_SKIP:  # (a relative "that" before any determiner's)
+            i -= 1
+            continue
+        if not re.match(r"[a-z]", t) or t in _NEG or t in _SLOT_STOP:
+            break
+        words.append(t)
+        if len(words) > 8:
+            return frozenset(), ""
+        i -= 1
+    return frozenset(w if w in _SLOT_PREPS else _lemma(w) for w in words if w in _SLOT_PREPS or w not in _DROP), \
+        " ".join(toks[i + 1:first + 1])
+
+
 def _contrasted_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
     """One side gives a thing a value and, after ", not", the value it gives up ("finance wants the Pro
     plan at $39 per seat, not $35"); the other gives the same thing (the same words before the value,
@@ -1311,7 +1358,11 @@ def _contrasted_value(a_text: str, b_text: str, a: Statement, b: Statement) -> s
     $35 per seat"). The contrast is what makes it a change: a wish without it ("finance wants the Pro
     plan at $39") names no old value, and a proposal ("proposed ...", "might ...") changes nothing.
     Units written on both sides must agree ("per seat" vs "per year" are two prices): those after the
-    value given up, or else after the new one."""
+    value given up, or else after the new one; so must a unit right after it ("after 60 minutes, not 15
+    minutes" gives up 15 minutes, not 15 days). The thing may also be the subject and verb the value
+    completes (``_slot_before``), where the contrast reads as no noun phrase: "JWT access tokens now
+    expire after 60 minutes, not 15" against "... authenticates with JWT access tokens that expire after
+    15 minutes"."""
     if a.negated or b.negated:
         return None
     for x_text, y_text in ((a_text, b_text), (b_text, a_text)):
@@ -1322,10 +1373,13 @@ def _contrasted_value(a_text: str, b_text: str, a: Statement, b: Statement) -> s
             if new[1] == old[1] or (new[0] and old[0] and new[0] != old[0]):
                 continue
             thing, said = _thing_before(x_text, m.start("new"))
-            if len(thing) < 2:
+            # (a clause's subject and verb where no noun phrase is read: "the Pro plan at $39" is the plan's)
+            slot, slot_said = _slot_before(x_text, m.start("new")) if len(thing) < 2 else (frozenset(), "")
+            if len(thing) < 2 and len(slot - _SLOT_PREPS) < 2:
                 continue
             # the units of the value given up: its own, or else the new value's ("$39 per seat, not $35")
             units = _per(m["old_per"]) or _per(m["new_per"])
+            unit = _lemma((m["old_unit"] or m["new_unit"]).strip().lower())
             for v in islice((v for v in _AMOUNT_RE.finditer(y_text) if _amount(v.group(0))[1] == old[1]), 4):
                 cur = _amount(v.group(0))[0]
                 if cur and (new[0] or old[0]) and cur != (old[0] or new[0]):
@@ -1333,8 +1387,13 @@ def _contrasted_value(a_text: str, b_text: str, a: Statement, b: Statement) -> s
                 per = _per(_PER_RE.match(y_text, v.end()).group(0))
                 if units and per and not (units <= per or per <= units):
                     continue
-                if _thing_before(y_text, v.start())[0] == thing:
+                y_unit = re.match(r"\s+([a-z][a-z-]*)", y_text[v.end():v.end() + 40], re.I)
+                if unit and (y_unit is None or _lemma(y_unit[1].lower()) != unit):
+                    continue
+                if len(thing) >= 2 and _thing_before(y_text, v.start())[0] == thing:
                     return f"changed value: {said} {m['old']} vs {m['new']}"
+                if len(slot - _SLOT_PREPS) >= 2 and _slot_before(y_text, v.start())[0] == slot:
+                    return f"changed value: {slot_said} {m['old']} vs {m['new']}"
     return None
 
 

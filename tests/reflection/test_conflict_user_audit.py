@@ -2,6 +2,13 @@
 no conflict, so the stale memory was never disputed, each recall raised its tension, and it outranked
 the memory that replaced it.
 
+1. A value, then after ", not" the value it gives up with its unit repeated ("JWT tokens expire after 60
+   minutes, not 15 minutes"): the contrast read only ", not $35" or ", not $35 per seat", so this one was
+   a negation, which no value rule reads. The unit written after the value given up (or after the new
+   one) must be the other side's. The thing may also be the subject and verb the value completes:
+   "Decision changed: JWT access tokens now expire after 60 minutes, not 15" and "the public API
+   authenticates with JWT access tokens that expire after 15 minutes" name no thing back to a
+   determiner, as "the Pro plan at $39" does.
 3. A switch from X to Y against the statement that the same subject uses X ("Our CI runs on GitHub
    Actions" vs "We switched the CI runner from GitHub Actions to Buildkite"). The giving-up rule found
    it only through a word of the name itself: "Actions" was taken out of the words shared as written,
@@ -24,10 +31,53 @@ from __future__ import annotations
 
 import pytest
 
-from reflection.heuristics import conflict_reason, only_counts_differ
+from reflection.heuristics import conflict_reason, only_counts_differ, statement
 
 from .pairs import both_conflict as _both_conflict
 from .pairs import both_none as _both_none
+
+# ------------------------------------------------------------------ 1. a value with its unit, not the one given up
+JWT = "JWT tokens expire after 15 minutes."
+JWT_60 = "JWT tokens expire after 60 minutes, not 15 minutes."
+DECIDED = "Decision: the public API authenticates with JWT access tokens that expire after 15 minutes."
+CHANGED = "Decision changed: JWT access tokens now expire after 60 minutes, not 15."
+
+
+@pytest.mark.parametrize("a,b", [
+    (JWT, JWT_60),
+    (DECIDED, CHANGED),
+    # ours
+    (JWT, "JWT tokens expire after 60 minutes, not 15."),
+    (DECIDED, "JWT access tokens expire after 60 minutes, not 15 minutes."),
+    ("The staging API has 3 replicas.", "The staging API has 5 replicas, not 3 replicas."),
+    ("The Pro plan is $35 per seat.", "Finance wants the Pro plan at $39 per seat, not $35 per seat."),
+])
+def test_a_value_with_its_unit_given_instead_of_the_other_conflicts(a, b):
+    _both_conflict(a, b, ("changed value:", "different number"))
+
+
+@pytest.mark.parametrize("a,b", [
+    # another thing's value
+    (JWT, "Refresh tokens expire after 30 days."),
+    ("Refresh tokens expire after 15 minutes.", JWT_60),
+    ("Session cookies expire after 15 minutes.", CHANGED),
+    ("Decision: the public API authenticates with JWT refresh tokens that expire after 15 minutes.", CHANGED),
+    ("JWT tokens are revoked after 15 minutes of inactivity.", JWT_60),
+    # the value given up in another unit
+    ("JWT tokens expire after 15 days.", JWT_60),
+    ("JWT tokens expire after 15 seconds.", CHANGED),
+    # the same value, or only proposed
+    ("JWT tokens expire after 60 minutes.", JWT_60),
+    (JWT, "Security proposed that JWT tokens expire after 60 minutes, not 15 minutes."),
+])
+def test_a_value_contrast_with_a_unit_of_another_thing_conflicts_with_nothing(a, b):
+    _both_none(a, b)
+
+
+def test_a_value_contrast_with_its_unit_is_no_negation():
+    assert not statement(JWT_60).negated and not statement(CHANGED).negated
+    assert statement(JWT_60).numbers == {"60"}
+
 
 # ------------------------------------------------------------------ 3. switched from what the subject uses
 CI = "Our CI runs on GitHub Actions."
