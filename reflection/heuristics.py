@@ -1397,6 +1397,83 @@ def _contrasted_value(a_text: str, b_text: str, a: Statement, b: Statement) -> s
     return None
 
 
+# "The payment webhook retries 5 times with exponential backoff" vs "The payment webhook now retries 8
+# times": one statement up to its value and unit, the other adding how after it, which pushed the pair
+# under the same-statement rule's overlap. A number with the word after it as its unit ...
+_UNIT_VALUE = re.compile(r"(?<![\w.,$\u20ac\u00a3-])(?P<n>\d{1,9}(?:[.,]\d{1,3})?)\s+(?P<unit>[a-z][a-z-]{1,30})(?![\w-])",
+                         re.I)
+# ... not a month, a clock's or a joining word
+_NOT_UNIT = _MONTH_WORDS | _EMPTY | {"am", "pm"}
+# ... and what follows it that says how, not for what or when ("for card declines", "a day", "within an
+# hour" narrow the value to another case).
+_MANNER = re.compile(r"\s*(?:with|using|via)\b", re.I)
+_MAX_UNIT_VALUES = 4
+
+
+@dataclass(frozen=True)
+class _UnitValue:
+    """A number with its unit in a clause: the words before it, and after it to the clause's end."""
+    before: frozenset[str]
+    said: str
+    number: str
+    unit: str
+    unit_said: str
+    after: frozenset[str]
+    manner: bool  # what follows opens with "with", "using", "via"
+
+
+def _value_words(text: str) -> frozenset[str]:
+    return frozenset(_lemma(t) for t in re.findall(r"[a-z0-9][a-z0-9'-]*", text.lower())
+                     if t not in _DROP and t not in _SLOT_SKIP)
+
+
+def _unit_values(text: str) -> list[_UnitValue]:
+    """The first few numbers with a unit in the text's clauses; a number naming the referent ("run
+    1224") is none."""
+    out: list[_UnitValue] = []
+    blanked = _identifiers(text)[0]
+    clauses = (sentence[s:e] for sentence in _sentences(blanked) for s, e in _clause_spans(sentence))
+    for clause in islice(clauses, _MAX_CLAUSES):
+        clause = _LEAD_IN.sub("", clause.strip(), count=1)
+        for m in _UNIT_VALUE.finditer(clause):
+            unit = m["unit"].lower()
+            if unit in _NOT_UNIT:
+                continue
+            rest = clause[m.end():]
+            # (a bound is no word of the thing: "retries up to 8 times")
+            before = re.sub(r"\bup\s+to\s*$", "", clause[:m.start()], flags=re.I)
+            out.append(_UnitValue(_value_words(before), clause[:m.start()].strip(), m["n"], _lemma(unit),
+                                  m["unit"], _value_words(rest), bool(_MANNER.match(rest))))
+            if len(out) >= _MAX_UNIT_VALUES:
+                return out
+    return out
+
+
+def _value_with_detail(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
+    """The same words before a number and the same unit after it, the numbers differing, one side
+    adding how after the unit (the other's words after it, if any, among them) ("... retries 5 times with exponential backoff" vs "... now retries 8
+    times"; a "now" or "still" before it is no word of it). Not a scope or a rate after it ("8 times
+    for card declines", "8 times a day"), which may be another case's value, nor another "how" on
+    each side; not a denial, nor a change only proposed or put off."""
+    if a.negated or b.negated or not (_UNIT_VALUE.search(a_text) and _UNIT_VALUE.search(b_text)):
+        return None
+    if any(_NOT_DONE.search(t) or _PUT_OFF.search(t) for t in (a_text, b_text)):
+        return None
+    values_b = _unit_values(b_text)
+    for x in _unit_values(a_text) if values_b else ():
+        if len(x.before - _EMPTY) < 2:
+            continue
+        for y in values_b:
+            if x.unit != y.unit or x.number == y.number or x.before != y.before:
+                continue
+            # (the same words after both: the same-statement rule's)
+            short, long = sorted((x, y), key=lambda v: len(v.after))
+            if short.after < long.after and long.manner:
+                return (f"different number or date for the same statement: {x.said} {x.number} {x.unit_said} vs "
+                        f"{y.number} {y.unit_said}")
+    return None
+
+
 # "We're dropping PostgreSQL for the ledger and going with CockroachDB instead", "switched the event bus
 # from Kafka to NATS", "replaced Okta with Auth0", "GCP rather than AWS", "Pulumi from now on, not
 # Terraform", "LaunchDarkly is gone", "Dev took over the roadmap from Chen": one side names the value it
@@ -1831,7 +1908,8 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
         return None
     changed = (_changed_version(a_text, b_text, a, b) or _rescheduled(a_text, b_text, a, b)
                or _event_date(a_text, b_text, a, b) or _changed_value(a_text, b_text, a, b)
-               or _contrasted_value(a_text, b_text, a, b) or _gave_up(a_text, b_text, a, b)
+               or _contrasted_value(a_text, b_text, a, b) or _value_with_detail(a_text, b_text, a, b)
+               or _gave_up(a_text, b_text, a, b)
                or _handed_over(a_text, b_text) or _other_value(a_text, b_text, a, b))
     if changed:
         return changed

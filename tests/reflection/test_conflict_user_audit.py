@@ -9,6 +9,10 @@ the memory that replaced it.
    "Decision changed: JWT access tokens now expire after 60 minutes, not 15" and "the public API
    authenticates with JWT access tokens that expire after 15 minutes" name no thing back to a
    determiner, as "the Pro plan at $39" does.
+2. The same statement up to a value and its unit, one side adding how after it ("The payment webhook
+   retries 5 times with exponential backoff" vs "The payment webhook now retries 8 times"): the bare
+   pair was found, but the words after the unit pushed it under the same-statement rule's overlap. A
+   scope or a rate after it ("8 times for card declines", "8 times a day") may be another case's value.
 3. A switch from X to Y against the statement that the same subject uses X ("Our CI runs on GitHub
    Actions" vs "We switched the CI runner from GitHub Actions to Buildkite"). The giving-up rule found
    it only through a word of the name itself: "Actions" was taken out of the words shared as written,
@@ -77,6 +81,44 @@ def test_a_value_contrast_with_a_unit_of_another_thing_conflicts_with_nothing(a,
 def test_a_value_contrast_with_its_unit_is_no_negation():
     assert not statement(JWT_60).negated and not statement(CHANGED).negated
     assert statement(JWT_60).numbers == {"60"}
+
+
+# ------------------------------------------------------------------ 2. a value, and how after it on one side
+WEBHOOK = "The payment webhook retries 5 times with exponential backoff."
+
+
+@pytest.mark.parametrize("a,b", [
+    (WEBHOOK, "The payment webhook now retries 8 times."),
+    ("The payment webhook retries 5 times.", "The payment webhook now retries 8 times."),
+    # ours
+    (WEBHOOK, "The payment webhook will retry 8 times."),
+    (WEBHOOK, "The payment webhook now retries up to 8 times."),
+    ("The payment webhook retries 5 times with backoff.", "The payment webhook retries 8 times with exponential backoff."),
+    ("The nightly export job times out after 30 minutes using the default pool.",
+     "The nightly export job now times out after 60 minutes."),
+])
+def test_a_value_with_how_on_one_side_conflicts(a, b):
+    _both_conflict(a, b, "different number")
+
+
+@pytest.mark.parametrize("a,b", [
+    ("The payment webhook retries 5 times.", "The email webhook retries 8 times."),
+    (WEBHOOK, "The email webhook now retries 8 times."),
+    ("The payment webhook retries 5 times with backoff.", "The payment webhook retries 5 times."),
+    (WEBHOOK, "The payment webhook now retries 5 times."),
+    # a scope, a rate or a window after the value: maybe another case's
+    (WEBHOOK, "The payment webhook retries 8 times for card declines."),
+    (WEBHOOK, "The payment webhook retries 8 times a day."),
+    (WEBHOOK, "The payment webhook retries 8 times within an hour."),
+    # only weighed, denied, or a tally
+    (WEBHOOK, "The payment webhook might retry 8 times."),
+    (WEBHOOK, "The payment webhook does not retry 8 times."),
+    (WEBHOOK, "The payment webhook retried 8 times."),
+    # another unit
+    (WEBHOOK, "The payment webhook retries 8 minutes later."),
+])
+def test_a_value_with_how_of_another_thing_conflicts_with_nothing(a, b):
+    _both_none(a, b)
 
 
 # ------------------------------------------------------------------ 3. switched from what the subject uses
