@@ -43,6 +43,9 @@ TEXTS = {
     "value contrasts": "the Pro plan at $39 per seat, not $35, ",
     "bans over periods": "no deploys from Friday Nov 20 through Monday Nov 30. ",
     "periods given 'now'": "the freeze now runs from Nov 24 to Dec 2, so ",
+    "unit contrasts": "tokens expire after 60 minutes, not 15 minutes, ",
+    "values with units and how": "the webhook retries 5 times with backoff and ",
+    "switches from a name": "we switched the CI runner from GitHub Actions to ",
 }
 STATEMENT = "The ledger database is PostgreSQL 15."
 

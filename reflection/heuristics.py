@@ -1459,6 +1459,11 @@ def _value_with_detail(a_text: str, b_text: str, a: Statement, b: Statement) -> 
         return None
     if any(_NOT_DONE.search(t) or _PUT_OFF.search(t) for t in (a_text, b_text)):
         return None
+    # (the clauses are read only when a unit on both sides has two numbers: most pairs have none)
+    said_a, said_b = (frozenset((_lemma(m["unit"].lower()), m["n"]) for m in islice(_UNIT_VALUE.finditer(t), 16))
+                      for t in (a_text, b_text))
+    if not any(u == v and n != k for u, n in said_a for v, k in said_b):
+        return None
     values_b = _unit_values(b_text)
     for x in _unit_values(a_text) if values_b else ():
         if len(x.before - _EMPTY) < 2:
