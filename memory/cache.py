@@ -125,6 +125,21 @@ _PROBE_ALSO_SQL = _PROBE_SQL.replace("\nFROM (SELECT pg_current_snapshot()",
                                      ",\n       ARRAY({also})\nFROM (SELECT pg_current_snapshot()")
 
 
+@dataclass(frozen=True)
+class Probed:
+    """What a caller's query (``EngineCache.get_or_none_with``) read in the freshness probe, and the
+    index position it was probed at. Its rows are no older than the index only while the index is
+    still there: a concurrent catch-up may move it on before the caller takes the read lock (then a
+    grant revoked meanwhile would still apply to rows written after the revoke)."""
+
+    rows: list
+    at: tuple[int, tuple[int, ...]]
+
+    def current(self, index: TenantIndex) -> bool:
+        """Call under the org's read lock: whether the index is still at the probed position."""
+        return (index.watermark, index.watermark_pending) == self.at
+
+
 def _position(index: TenantIndex, org_id: int) -> dict:
     return {"org": org_id, "xmax": index.watermark, "xip": [str(x) for x in index.watermark_pending]}
 
@@ -384,7 +399,7 @@ class EngineCache:
         whatever the admission policy (warm-ups and tools ask for it by name)."""
         return self._get(org_id, gated=False)[0]
 
-    def _get(self, org_id: int, *, gated: bool, also: tuple[str, dict] | None = None) -> tuple[TenantIndex, list | None]:
+    def _get(self, org_id: int, *, gated: bool, also: tuple[str, dict] | None = None) -> tuple[TenantIndex, Probed | None]:
         """``get``; ``gated`` (the served path): a build that turns out bigger than ``_admits``
         predicted is kept only if admission would let it evict what it has to (else it serves this
         one caller and is dropped, its size now known), so an underestimate never evicts an index
@@ -490,8 +505,9 @@ class EngineCache:
         """Whether any row of the org was written that the index has not read."""
         return self._probe(org_id, index, None)[0]
 
-    def _probe(self, org_id: int, index: TenantIndex, also: tuple[str, dict] | None) -> tuple[bool, list | None]:
+    def _probe(self, org_id: int, index: TenantIndex, also: tuple[str, dict] | None) -> tuple[bool, Probed | None]:
         """``_changed``, and the rows of ``also`` read by the same statement (None without it)."""
+        at = (index.watermark, index.watermark_pending)
         sql, params = _PROBE_SQL, _position(index, org_id)
         if also is not None:
             sql = _PROBE_ALSO_SQL.replace("{also}", also[0])
@@ -499,7 +515,7 @@ class EngineCache:
         with connection.cursor() as cur:
             cur.execute(sql, params)
             row = cur.fetchone()
-        return bool(row[2]), (list(row[3]) if also is not None else None)
+        return bool(row[2]), (Probed(list(row[3]), at) if also is not None else None)
 
     def org_ids(self) -> list[int]:
         """Cached orgs, least recently used first."""
@@ -662,7 +678,7 @@ class EngineCache:
         """``get_or_none_with`` without a query of its own."""
         return self.get_or_none_with(org_id)[0]
 
-    def get_or_none_with(self, org_id: int, also: tuple[str, dict] | None = None) -> tuple[TenantIndex | None, list | None]:
+    def get_or_none_with(self, org_id: int, also: tuple[str, dict] | None = None) -> tuple[TenantIndex | None, Probed | None]:
         """The caught-up index, or None while it cannot serve (the caller answers from Postgres).
 
         A cold org small enough builds now; a larger one builds in a background thread while
@@ -672,8 +688,8 @@ class EngineCache:
         a recheck of its row count (every ``oversize_recheck_secs``) predicts that it fits.
 
         ``also``: a one-column query (sql, named params) whose values come
-        back second, read by the freshness probe's statement when the index was caught up already;
-        None when it was not (a build or catch-up ran: the caller asks it itself)."""
+        back second (``Probed``), read by the freshness probe's statement when the index was caught
+        up already; None when it was not (a build or catch-up ran: the caller asks it itself)."""
         self._touch(org_id)
         if org_id in self._indexes:
             index, rows = self._get(org_id, gated=False, also=also)

@@ -89,8 +89,8 @@ def resonate_for(
 ) -> ResonateOutcome:
     t0 = time.perf_counter()
     # The freshness probe also reads the actor's grants (same statement, same snapshot): one round
-    # trip fewer on every warm read. None when a catch-up ran (``visible_mask`` asks them then).
-    index, granted = (None, None) if force_sql else get_cache().get_or_none_with(actor.org.id, granted_node_sql(actor))
+    # trip fewer on every warm read. Not used when a catch-up ran (``visible_mask`` asks them then).
+    index, probed = (None, None) if force_sql else get_cache().get_or_none_with(actor.org.id, granted_node_sql(actor))
     plan = route(query)
     params = ResonateParams(k=k, depth=plan.depth if depth is None else depth)
     if overrides:
@@ -108,6 +108,8 @@ def resonate_for(
                               now_days=now_days())
     else:
         with get_cache().reading(actor.org.id):  # no concurrent catch-up appends to it meanwhile
+            # grants older than the index (a catch-up between the probe and this lock) are asked again
+            granted = probed.rows if probed is not None and probed.current(index) else None
             allowed = visible_mask(actor, index, granted)
             result = resonate(index, query_text=query, query_tokens=tokenize(query), query_vec=query_vec,
                               allowed=allowed, params=params, now_days=now_days())

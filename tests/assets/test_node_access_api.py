@@ -103,3 +103,33 @@ def test_a_warm_read_gets_its_grants_from_the_freshness_probe(world, client_for)
     assert found() == (True, 1)
     assert client_for(a.member).delete(f"/api/v1/grants/{g['id']}").status_code == 204
     assert found() == (False, 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_grants_read_by_the_probe_are_not_applied_to_a_newer_index(world, client_for, monkeypatch):
+    """A catch-up between the probe (which read the grants) and the read lock moves the index past
+    the grants' snapshot: a grant revoked and the memory rewritten meanwhile must not let the old
+    grant show the new text (a review's race). Such grants are asked again."""
+    from assets.models import AccessGrant
+    from memory.cache import EngineCache
+    from memory.selectors import resonate_for
+    from teams.auth import actor_for_user
+
+    a = world["a"]
+    nid = weave(client_for(a.member), "The Nimbus acquisition closes in May.", visibility="restricted")
+    grant(client_for(a.member), "node", nid, grantee_kind="user", user_id=a.owner.id)
+    owner = actor_for_user(a.owner, a.org)
+    get_cache().get(a.org.id)
+    original = EngineCache.get_or_none_with
+
+    def interleaved(self, org_id, also=None):
+        out = original(self, org_id, also)  # the grant is there at the probe's snapshot
+        AccessGrant.objects.filter(object_id=nid).delete()
+        Node.objects.filter(id=nid).update(text="The Nimbus acquisition price is 41M (secret).")
+        self.get(org_id)  # another request's catch-up
+        return out
+
+    monkeypatch.setattr(EngineCache, "get_or_none_with", interleaved)
+    out = resonate_for(actor=owner, query="Nimbus acquisition", query_vec=None)
+    assert out.served_by == "engine"
+    assert nid not in [h.node_id for h in out.result.hits]
