@@ -1407,6 +1407,10 @@ _NOT_UNIT = _MONTH_WORDS | _EMPTY | {"am", "pm"}
 # ... and what follows it that says how, not for what or when ("for card declines", "a day", "within an
 # hour" narrow the value to another case).
 _MANNER = re.compile(r"\s*(?:with|using|via)\b", re.I)
+# ... after a count of times or a duration only: after things counted, "with" says which ones ("3 nodes
+# with GPUs", "5 seats with admin rights" are other things than "5 nodes", "20 seats").
+_MANNER_UNITS = frozenset({"time", "attempt", "retry", "try", "millisecond", "ms", "second", "sec", "minute",
+                           "min", "hour", "day", "week", "month", "year"})
 _MAX_UNIT_VALUES = 4
 
 
@@ -1443,7 +1447,8 @@ def _unit_values(text: str) -> list[_UnitValue]:
             # (a bound is no word of the thing: "retries up to 8 times")
             before = re.sub(r"\bup\s+to\s*$", "", clause[:m.start()], flags=re.I)
             out.append(_UnitValue(_value_words(before), clause[:m.start()].strip(), m["n"], _lemma(unit),
-                                  m["unit"], _value_words(rest), bool(_MANNER.match(rest))))
+                                  m["unit"], _value_words(rest),
+                                  _lemma(unit) in _MANNER_UNITS and bool(_MANNER.match(rest))))
             if len(out) >= _MAX_UNIT_VALUES:
                 return out
     return out

@@ -116,6 +116,9 @@ def test_a_value_with_how_on_one_side_conflicts(a, b):
     (WEBHOOK, "The payment webhook retried 8 times."),
     # another unit
     (WEBHOOK, "The payment webhook retries 8 minutes later."),
+    # "with" after things counted says which ones, not how (a review: these conflicted)
+    ("The staging cluster has 3 nodes with GPUs.", "The staging cluster has 5 nodes."),
+    ("The plan includes 5 seats with admin rights.", "The plan includes 20 seats."),
 ])
 def test_a_value_with_how_of_another_thing_conflicts_with_nothing(a, b):
     _both_none(a, b)
