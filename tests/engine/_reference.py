@@ -270,8 +270,8 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
 
             # "pool": the windows of the first vector search's pool (by the query vector), else of
             # the nearest nodes to the feedback vector
-            by = sims if params.vprf_pool == "pool" else sims2
-            pool = sorted((i for i in range(n) if vis[i] and has[i]), key=lambda i: (-by[i], i))[:max(100, params.n_vec)]
+            by, size = (sims, params.n_vec) if params.vprf_pool == "pool" else (sims2, params.n_wvec)
+            pool = sorted((i for i in range(n) if vis[i] and has[i]), key=lambda i: (-by[i], i))[:max(100, size)]
             wc2 = {j: window_cos2(j) for i in pool for j in windows[i] if seedable[j]}
             wc2 = {j: v for j, v in wc2.items() if not math.isnan(v)}
             channels.append((_tie_sorted(wc2, COSINE_TIE_ABS)[: params.n_wvec], params.w_vprf))

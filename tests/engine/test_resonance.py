@@ -120,6 +120,24 @@ def test_resonate_matches_reference(seed: int, depth: int, variant: dict) -> Non
             assert all(allowed[s.local] and kinds[s.local] != NodeKind.BRIDGE for s in got.seeds)
 
 
+@pytest.mark.parametrize("mode", ["pool", "search"])
+@pytest.mark.parametrize("sizes", [{"n_vec": 5, "n_wvec": 5}, {"n_vec": 120, "n_wvec": 5}, {"n_vec": 5, "n_wvec": 150}])
+def test_vector_feedback_pools_match_reference_past_a_hundred_nodes(mode: str, sizes: dict) -> None:
+    """Both feedback pools (the first search's, of max(100, n_vec) nodes; a second search's, of
+    max(100, n_wvec)) on an index larger than them: the 40-node indexes above never cut a pool."""
+    rng = np.random.default_rng(7)
+    idx = _random_index(rng, n=260, m=600)
+    allowed = idx.visibility_mask(owner_keys=[1])
+    params = ResonateParams(depth=1, n_lex=5, n_win=5, max_activated=6, k=10, vprf_pool=mode, **sizes)
+    for _ in range(4):
+        q = " ".join(rng.choice(WORDS, size=3))
+        qvec = rng.normal(size=8)
+        got = resonate(idx, query_text=q, query_vec=qvec, allowed=allowed, params=params, now_days=12.0)
+        ref = ref_resonate(idx, q, qvec, allowed, params, 12.0)
+        assert [h.node_id for h in got.hits] == [r[0] for r in ref]
+        np.testing.assert_allclose([h.score for h in got.hits], [r[1] for r in ref], rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("variant", [{}, _NO_FEEDBACK, {"w_date": 3.0, "n_lex": 3}])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_resonate_with_a_date_in_the_query_matches_reference(seed: int, variant: dict) -> None:
