@@ -6,17 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from memory.cache import get_cache
 from reflection.models import Conflict
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    get_cache().drop()
-    yield
-    get_cache().drop()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_cache")]
 
 
 def _weave(client, text: str, at: str, visibility: str = "org") -> int:
