@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from django.conf import settings
+from django.db import connection
 
 from memory.engine.text import extract_entities
 from memory.engine.tokenize import tokenize
@@ -397,6 +398,19 @@ DISPUTED = {
 }
 
 
+def _any_open_conflict(org_id: int, node_ids: list[int]) -> bool:
+    """Whether any of the nodes is in an open conflict, in hand-written SQL: most recalls have none,
+    and building ``visible_conflicts``' query cost ~4 ms a call (its execution 0.06 ms; 100k nodes),
+    which every resonate now pays (its hits carry ``disputed_by``)."""
+    from reflection.models import Conflict
+
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT EXISTS (SELECT 1 FROM {Conflict._meta.db_table} WHERE org_id = %s AND status = %s "
+                    "AND (node_a_id = ANY(%s) OR node_b_id = ANY(%s)))",
+                    [org_id, Conflict.Status.OPEN, list(node_ids), list(node_ids)])
+        return bool(cur.fetchone()[0])
+
+
 def recall_disputes(actor: Actor, node_ids: list[int]) -> dict[int, list[dict]]:
     """Open conflicts of the recalled memories with memories the caller may read ({node_id: [{"node_id",
     "occurred_at"}]}, oldest first). Found on write (reflection.conflicts) and left open until someone
@@ -407,7 +421,7 @@ def recall_disputes(actor: Actor, node_ids: list[int]) -> dict[int, list[dict]]:
     from reflection.conflicts import visible_conflicts
     from reflection.models import Conflict
 
-    if not node_ids:
+    if not node_ids or not _any_open_conflict(actor.org.id, node_ids):
         return {}
     rows = (visible_conflicts(actor=actor).filter(status=Conflict.Status.OPEN)
             .filter(Q(node_a_id__in=node_ids) | Q(node_b_id__in=node_ids))
