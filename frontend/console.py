@@ -16,6 +16,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from rest_framework import exceptions as drf
 
@@ -81,12 +82,30 @@ def add_form_errors(form, detail) -> None:
         form.add_error(key if key in form.fields else None, error_text(value))
 
 
-def console_view(fn=None, *, back: str | None = None):
+# The org a console page was rendered for: base.html's <meta name="nylon-org">, sent back by
+# console.js with every form the page posts (a field) and every htmx request (a header).
+ORG_FIELD = "nylon_org"
+ORG_HEADER = "X-Nylon-Page-Org"  # not the API's X-Nylon-Org, which chooses an org
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+
+
+def stated_org(request) -> str:
+    """The slug a state-changing request says its page was rendered for, "" when it says none."""
+    return request.headers.get(ORG_HEADER) or request.POST.get(ORG_FIELD) or ""
+
+
+def console_view(fn=None, *, back: str | None = None, any_org: bool = False):
     """``back``: the URL name (resolved with the view's URL kwargs it takes) a service error
     redirects to. Needed by the POST-only action URLs: redirecting to the URL itself answered the
-    browser's GET with a 405 page and the error message never showed."""
+    browser's GET with a 405 page and the error message never showed.
+
+    A state-changing request whose page was rendered for another org than the session's current
+    one (switched since in another tab) is refused with a 409 before the view runs, so nothing is
+    written in an org the user did not look at. A request naming no org (a client without the
+    console's script) acts in the session's org as before. ``any_org``: the org switch itself,
+    which may be sent from any tab."""
     if fn is None:
-        return lambda f: console_view(f, back=back)
+        return lambda f: console_view(f, back=back, any_org=any_org)
 
     @wraps(fn)
     def wrapper(request, *args, **kwargs):
@@ -104,6 +123,10 @@ def console_view(fn=None, *, back: str | None = None):
             return render(request, "frontend/no_org.html", status=403)
         request.actor = actor
         request.org = actor.org
+        if not any_org and request.method not in SAFE_METHODS:
+            stated = stated_org(request)
+            if stated and stated != actor.org.slug:
+                return _org_changed(request, stated)
         try:
             return fn(request, *args, **kwargs)
         except drf.NotFound:
@@ -133,6 +156,23 @@ def console_view(fn=None, *, back: str | None = None):
     return wrapper
 
 
+def _org_changed(request, stated: str):
+    """The refusal of a request sent from a page of another org than the session's (409): the
+    page says which org it was for and which one is current, and nothing was done."""
+    then = user_orgs(request.user).filter(slug=stated).first()
+    message = _("This page was for organisation %(then)s; you have since switched to %(now)s in another tab. "
+                "Nothing was changed. Reload the page.") % {
+        "then": then.name if then is not None else stated, "now": request.org.name}
+    if is_htmx(request):
+        return htmx_error(request, message, status=409)
+    referer = request.headers.get("Referer", "")
+    if not url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        referer = ""
+    return render(request, "frontend/forbidden.html",
+                  {"message": message, "heading": _("Organisation changed"), "reload": referer}, status=409)
+
+
 def _back_url(name: str, kwargs: dict) -> str:
     """``reverse(name)`` with those of the view's URL kwargs that the target URL takes."""
     try:
@@ -142,7 +182,7 @@ def _back_url(name: str, kwargs: dict) -> str:
 
 
 def htmx_error(request, message: str, *, status: int):
-    """The error fragment for an htmx request. The console's htmx config swaps 400 and 403 into
+    """The error fragment for an htmx request. The console's htmx config swaps 400, 403 and 409 into
     the target (base.html ``responseHandling``), so a full page there (forbidden.html, a page with
     its own <html> and shell) would be nested inside the drawer or the list."""
     return render(request, "frontend/partials/error.html", {"message": message}, status=status)

@@ -24,6 +24,17 @@
   });
   document.addEventListener("keydown", function (ev) { if (ev.key === "Escape") { window.nylonCloseDrawer(); } });
 
+  // The org this page was rendered for (base.html <meta name="nylon-org">) goes with every form it
+  // posts, as the field nylon_org: the server refuses (409) a change sent from a page of another
+  // org than the session's, i.e. after a switch in another tab (frontend.console.console_view).
+  // "formdata" fires for a submit button, for form.submit() (the org and role selects) and for
+  // htmx's own FormData alike; htmx requests carry the header X-Nylon-Page-Org too (<body hx-headers>).
+  document.addEventListener("formdata", function (ev) {
+    var form = ev.target, meta = document.querySelector('meta[name="nylon-org"]');
+    if (!(form instanceof HTMLFormElement) || form.method !== "post" || !meta) { return; }
+    if (!ev.formData.has("nylon_org")) { ev.formData.append("nylon_org", meta.content); }
+  });
+
   // Confirmations, one way for every destructive action. A form with data-confirm asks before it
   // is sent; its checked radio with a data-confirm of its own says first what that choice does
   // ("%(team)s": the option chosen in the select whose id is the radio's data-confirm-team). A
