@@ -5,9 +5,15 @@ Every read goes through ``teams.selectors`` / ``teams.access`` and every change 
 
 from __future__ import annotations
 
+import base64
+import secrets
+import time
+from urllib.parse import urlencode
+
 from django.contrib import messages
-from django.http import Http404
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import redirect
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
@@ -287,6 +293,59 @@ def agents(request):
                 status=400 if form.is_bound else 200)
 
 
+# A new key's secret is shown once, on the GET the create POST redirects to (so a reload repeats
+# the GET, never the POST: reloading the POST's own page used to create a second live key). Between
+# the two it is split: the session (rows in the database) keeps the secret XORed with a one-time pad
+# of random bytes, the redirect's URL carries the pad; neither alone tells anything about the secret.
+# The GET takes the entry out of the session, so a reload, or the URL from the history, shows nothing.
+SESSION_NEW_KEYS = "frontend_new_keys"
+NEW_KEY_TTL_SECS = 300
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _xor(a: bytes, b: bytes) -> bytes:
+    return bytes(x ^ y for x, y in zip(a, b, strict=True))
+
+
+def _new_key_hold(request, agent_id: int, plain_key: str) -> str:
+    """Keeps the pad-encrypted secret in the session; returns the token for the redirect's URL."""
+    raw = plain_key.encode()
+    pad = secrets.token_bytes(len(raw))
+    entry_id = secrets.token_urlsafe(9)
+    now = time.time()
+    held = {k: v for k, v in request.session.get(SESSION_NEW_KEYS, {}).items() if now - v["at"] < NEW_KEY_TTL_SECS}
+    held[entry_id] = {"agent": agent_id, "ct": _b64(_xor(raw, pad)), "at": now}
+    request.session[SESSION_NEW_KEYS] = held
+    return f"{entry_id}.{_b64(pad)}"
+
+
+def _new_key_take(request, agent_id: int, token: str) -> str | None:
+    """The secret behind ``token``, once: its entry leaves the session (with any stale ones)."""
+    held = request.session.get(SESSION_NEW_KEYS)
+    if not held:
+        return None
+    entry_id, _dot, pad_text = token.partition(".")
+    entry = held.get(entry_id)
+    if entry is None or entry["agent"] != agent_id:
+        return None
+    now = time.time()
+    request.session[SESSION_NEW_KEYS] = {k: v for k, v in held.items()
+                                         if k != entry_id and now - v["at"] < NEW_KEY_TTL_SECS}
+    if now - entry["at"] >= NEW_KEY_TTL_SECS:
+        return None
+    try:
+        return _xor(_unb64(entry["ct"]), _unb64(pad_text)).decode()
+    except (ValueError, UnicodeDecodeError):  # a mangled pad: length or base64 wrong, or not the key's
+        return None
+
+
 @never_cache
 @require_http_methods(["GET", "POST"])
 @console_view
@@ -295,11 +354,14 @@ def agent_detail(request, agent_id: int):
     op = request.POST.get("op", "")
     agent = access.access_agent_by_id(actor, agent_id, for_write=request.method == "POST")
     key_form = KeyForm(request.POST if op == "key" else None)
-    plain_key = None
     rid = request_id(request)
     if op == "key" and key_form.is_valid():
         key, plain_key = services.api_key_create(actor=actor, agent=agent, request_id=rid, **key_form.cleaned_data)
-        key_form = KeyForm()
+        token = _new_key_hold(request, agent.id, plain_key)
+        # 303: the browser follows with a GET, and a reload repeats that GET, not this POST
+        response = HttpResponseRedirect(f"{reverse('frontend:agent', args=[agent.id])}?{urlencode({'new_key': token})}")
+        response.status_code = 303
+        return response
     elif op == "deactivate":
         services.agent_deactivate(actor=actor, agent=agent, request_id=rid)
         messages.success(request, _("Agent deactivated; its keys are revoked."))
@@ -316,12 +378,13 @@ def agent_detail(request, agent_id: int):
     keys = None
     if actor.is_org_admin:  # keys are for org admins only (teams.access.access_key_by_id)
         keys = team_selectors.key_list(actor=actor, agent=agent).order_by("-id")
-    # The plain key is rendered once, in this response only (never stored, never redirected).
+    token = request.GET.get("new_key", "") if request.method == "GET" else ""
+    plain_key = _new_key_take(request, agent.id, token) if token else None
     sharing_form = AgentSharingForm(initial={"default_visibility": agent.default_visibility})
     return page(request, "frontend/agent.html", {"agent": agent, "keys": keys, "key_form": key_form,
-                                                 "sharing_form": sharing_form,
-                                                 "plain_key": plain_key, "nav": "agents"},
-                status=400 if op == "key" and plain_key is None else 200)
+                                                 "sharing_form": sharing_form, "plain_key": plain_key,
+                                                 "key_gone": bool(token) and plain_key is None, "nav": "agents"},
+                status=400 if op == "key" else 200)
 
 
 @require_POST

@@ -344,8 +344,8 @@ def test_agent_create_key_shown_once_and_revoke(world, login):
     r = admin.post("/console/agents/", {"name": "planner", "description": "plans", "team": a.team.id})
     agent = Agent.objects.get(org=a.org, name="planner")
     assert r.status_code == 302 and agent.team_id == a.team.id
-    r = admin.post(f"/console/agents/{agent.id}/", {"op": "key", "name": "ci", "scopes": ["read"]})
-    assert r.status_code == 200 and "no-store" in r["Cache-Control"]
+    r = admin.post(f"/console/agents/{agent.id}/", {"op": "key", "name": "ci", "scopes": ["read"]}, follow=True)
+    assert r.redirect_chain[0][1] == 303 and r.status_code == 200 and "no-store" in r["Cache-Control"]
     plain = re.search(r'id="plain-key-value">(nyl_[^<]+)<', r.content.decode()).group(1)
     key = ApiKey.objects.get(agent=agent)
     assert key.scopes == ["read"] and key.secret_hash == hash_secret(plain.split("_", 2)[2])
