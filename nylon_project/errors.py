@@ -151,3 +151,26 @@ def permission_denied(request, exception=None):
     from django.views.defaults import permission_denied as page_permission_denied
 
     return page_permission_denied(request, exception)
+
+
+def csrf_failure(request, reason: str = ""):
+    """A form refused for its CSRF token (``CSRF_FAILURE_VIEW``): Django's page said only "More
+    information is available with DEBUG=True". Under /api/ the one error shape; elsewhere the
+    console's page, saying what to do."""
+    if request.path.startswith("/api/"):
+        return error_response(request, 403, "csrf_failed",
+                              "CSRF check failed: send the form's CSRF token (or use an API key).")
+    from django.shortcuts import render
+    from django.utils.http import url_has_allowed_host_and_scheme
+
+    back = request.META.get("HTTP_REFERER", "")  # the page the form was on, if it is this site's
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        back = ""
+    return render(request, "frontend/forbidden.html", {
+        "heading": "Form expired",
+        "message": "This form could not be checked (its security token is missing or out of date, "
+                   "for example after signing in again in another tab). Nothing was changed: reload "
+                   "the page and send it again.",
+        "reload": back,
+    }, status=403)

@@ -26,6 +26,7 @@ ALLOWED_HOSTS += [h for h in LOOPBACK_HOSTS if h not in ALLOWED_HOSTS]
 # Origins the console's forms may be posted from besides the request's own host (a proxy that
 # rewrites Host). Django ignores an origin without a scheme, so that is refused here, loudly.
 CSRF_TRUSTED_ORIGINS = env_list("NYLON_CSRF_TRUSTED_ORIGINS")
+CSRF_FAILURE_VIEW = "nylon_project.errors.csrf_failure"  # the console's page, not Django's bare one
 for _origin in CSRF_TRUSTED_ORIGINS:
     if "://" not in _origin:
         raise ImproperlyConfigured(
