@@ -67,3 +67,26 @@ def _buffered_size(request) -> int:
     except (OSError, ValueError):
         return 0
     return size - pos
+
+
+class MethodNotAllowedPageMiddleware:
+    """A browser visiting a console address that only takes a form's POST (a bookmarked "delete" or
+    "resolve" link, ``/logout/`` typed in) got a 405 with an empty body, which browsers show as their
+    own blank error. The console's page says what the address is for; the 405 and its Allow header stay."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if (response.status_code == 405 and not response.content and request.method == "GET"
+                and not request.path.startswith("/api/")):
+            from django.template.loader import render_to_string
+
+            response.content = render_to_string("frontend/forbidden.html", {
+                "heading": "Not a page",
+                "message": "This address only takes a form's submission (a button in the console), "
+                           "not a visit. Nothing was changed.",
+            }, request=request)
+            response["Content-Type"] = "text/html; charset=utf-8"
+        return response

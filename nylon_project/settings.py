@@ -71,6 +71,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "nylon_project.middleware.RequestIdMiddleware",
     "nylon_project.middleware.BodySizeLimitMiddleware",
+    "nylon_project.middleware.MethodNotAllowedPageMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
