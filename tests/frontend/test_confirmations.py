@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_e2e import CHROMIUM, CHROMIUM_ARGS, _in_thread, live_server_url  # noqa: F401
+from .test_e2e import CHROMIUM, CHROMIUM_ARGS, _in_thread, console_login, live_server_url  # noqa: F401
 
 pytestmark = [pytest.mark.slow]
 
@@ -69,11 +69,7 @@ def test_destructive_actions_ask_first(seeded, live_server_url, page):  # noqa: 
 
     a, base = seeded["a"], live_server_url
     dialogs = Dialogs(page)
-    page.goto(f"{base}/login/")
-    page.fill("input[name=username]", a.owner.username)
-    page.fill("input[name=password]", "pw-owner-123")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/console/")
+    console_login(page, base, a.owner.username, "pw-owner-123")
 
     # A member's role: no answer, no change, and the select shows the saved role again.
     page.goto(f"{base}/console/members/")
@@ -115,11 +111,7 @@ def test_destructive_actions_ask_first(seeded, live_server_url, page):  # noqa: 
 @pytest.mark.django_db(transaction=True)
 def test_agent_page_without_a_team(seeded, live_server_url, page):  # noqa: F811
     a, base = seeded["a"], live_server_url
-    page.goto(f"{base}/login/")
-    page.fill("input[name=username]", a.owner.username)
-    page.fill("input[name=password]", "pw-owner-123")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/console/")
+    console_login(page, base, a.owner.username, "pw-owner-123")
     page.goto(f"{base}/console/agents/{seeded['loner']}/")
     page.screenshot(path=page.shots / "agent.png", full_page=True)
     summary = page.inner_text("#agent-summary").strip()

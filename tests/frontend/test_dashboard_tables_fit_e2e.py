@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_e2e import CHROMIUM, CHROMIUM_ARGS, live_server_url  # noqa: F401
+from .test_e2e import CHROMIUM, CHROMIUM_ARGS, console_login, live_server_url  # noqa: F401
 
 pytestmark = [pytest.mark.slow]
 
@@ -58,11 +58,7 @@ def test_dashboard_tables_stay_inside_their_cards(seeded, live_server_url, tmp_p
                 context = browser.new_context(viewport={"width": width, "height": 900})
                 context.set_default_timeout(20_000)
                 page = context.new_page()
-                page.goto(f"{base}/login/")
-                page.fill("input[name=username]", a.owner.username)
-                page.fill("input[name=password]", "pw-owner-123")
-                page.click("button[type=submit]")
-                page.wait_for_url(f"{base}/console/")
+                console_login(page, base, a.owner.username, "pw-owner-123")
                 page.wait_for_selector("#health table.health")
                 # what a stopped worker reports, and a slow check's time, as in the audit's screenshot
                 page.evaluate("""() => {

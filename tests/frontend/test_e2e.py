@@ -19,6 +19,16 @@ SHOTS = ROOT / "docs" / "screenshots"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
+
+def console_login(page, base: str, username: str, password: str) -> None:
+    """Signs in through the login form and waits for the dashboard."""
+    page.goto(f"{base}/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/console/")
+
+
 # No skip when chromium is missing: `make test` installs it, and a silently skipped browser suite
 # would hide a broken console. A missing browser fails here, loudly.
 pytestmark = [pytest.mark.slow]
@@ -245,11 +255,7 @@ def test_console_end_to_end(seeded, live_server_url, browser_page):
     asset_id = seeded["asset_id"]
     member_ctx = page.context.browser.new_context(viewport={"width": 1360, "height": 900})
     member_page = member_ctx.new_page()
-    member_page.goto(f"{base}/login/")
-    member_page.fill("input[name=username]", a.member.username)
-    member_page.fill("input[name=password]", "pw-member-123")
-    member_page.click("button[type=submit]")
-    member_page.wait_for_url(f"{base}/console/")
+    console_login(member_page, base, a.member.username, "pw-member-123")
     assert member_page.goto(f"{base}/console/assets/{asset_id}/").status == 404  # the owner's private asset
     page.click("nav >> text=Assets")
     page.wait_for_selector("#asset-table")

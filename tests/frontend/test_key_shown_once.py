@@ -14,7 +14,7 @@ from django.contrib.sessions.models import Session
 
 from teams.models import Agent, ApiKey
 
-from .test_e2e import CHROMIUM, CHROMIUM_ARGS, live_server_url  # noqa: F401
+from .test_e2e import CHROMIUM, CHROMIUM_ARGS, console_login, live_server_url  # noqa: F401
 
 PLAIN = re.compile(r'id="plain-key-value">(nyl_[^<]+)<')
 
@@ -89,11 +89,7 @@ def test_reloading_the_new_key_page_creates_no_second_key(world, live_server_url
             context = browser.new_context(viewport={"width": 1280, "height": 800})
             context.set_default_timeout(20_000)
             page = context.new_page()
-            page.goto(f"{base}/login/")
-            page.fill("input[name=username]", a.owner.username)
-            page.fill("input[name=password]", "pw-owner-123")
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{base}/console/")
+            console_login(page, base, a.owner.username, "pw-owner-123")
             page.goto(f"{base}/console/agents/{agent_id}/")
             page.fill("#key-create input[name=name]", "ci-key")
             page.check("#key-create input[name=scopes][value=read]")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 # The live server and the ORM-on-a-thread helper of the console's end-to-end test.
-from .test_e2e import CHROMIUM, CHROMIUM_ARGS, live_server_url  # noqa: F401
+from .test_e2e import CHROMIUM, CHROMIUM_ARGS, console_login, live_server_url  # noqa: F401
 
 pytestmark = [pytest.mark.slow]
 
@@ -150,11 +150,7 @@ def test_console_fits_a_phone(seeded, live_server_url, phone):  # noqa: F811
     desk_ctx = page.context.browser.new_context(viewport={"width": DESKTOP, "height": 900})
     desk = desk_ctx.new_page()
     desk.shots = page.shots
-    desk.goto(f"{base}/login/")
-    desk.fill("input[name=username]", a.owner.username)
-    desk.fill("input[name=password]", "pw-owner-123")
-    desk.click("button[type=submit]")
-    desk.wait_for_url(f"{base}/console/")
+    console_login(desk, base, a.owner.username, "pw-owner-123")
     for name in ("memories", "memory-long", "assets", "asset-long", "conflicts", "not-found"):
         desk.goto(f"{base}{pages[name]}")
         _fits(desk, f"desktop-{name}", DESKTOP)

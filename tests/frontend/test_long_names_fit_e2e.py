@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_e2e import CHROMIUM, CHROMIUM_ARGS, live_server_url  # noqa: F401
+from .test_e2e import CHROMIUM, CHROMIUM_ARGS, console_login, live_server_url  # noqa: F401
 
 pytestmark = [pytest.mark.slow]
 
@@ -47,11 +47,7 @@ def test_long_team_name_fits_the_pages(seeded, live_server_url, tmp_path):  # no
             context = browser.new_context(viewport={"width": 1280, "height": 800})
             context.set_default_timeout(20_000)
             page = context.new_page()
-            page.goto(f"{base}/login/")
-            page.fill("input[name=username]", a.owner.username)
-            page.fill("input[name=password]", "pw-owner-123")
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{base}/console/")
+            console_login(page, base, a.owner.username, "pw-owner-123")
             widths = {}
             for label, path, sel in pages:
                 page.goto(f"{base}{path}")

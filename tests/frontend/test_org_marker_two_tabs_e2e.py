@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 # The live server, the browser and the ORM-on-a-thread helper of the console's end-to-end test.
-from .test_e2e import _in_thread, browser_page, live_server_url  # noqa: F401
+from .test_e2e import _in_thread, browser_page, console_login, live_server_url  # noqa: F401
 
 pytestmark = [pytest.mark.slow]
 
@@ -42,11 +42,7 @@ def _state(a, b):
 def test_owner_tab_of_the_org_left_is_refused(two_orgs, live_server_url, browser_page):  # noqa: F811
     a, b = two_orgs["a"], two_orgs["b"]
     base, tab_a = live_server_url, browser_page
-    tab_a.goto(f"{base}/login/")
-    tab_a.fill("input[name=username]", a.owner.username)
-    tab_a.fill("input[name=password]", "pw-owner-123")
-    tab_a.click("button[type=submit]")
-    tab_a.wait_for_url(f"{base}/console/")
+    console_login(tab_a, base, a.owner.username, "pw-owner-123")
     tab_a.goto(f"{base}/console/teams/")
     assert tab_a.get_attribute('meta[name="nylon-org"]', "content") == "alpha"
 
@@ -71,11 +67,7 @@ def test_owner_script_and_htmx_requests_of_the_org_left_are_refused(two_orgs, li
                                                                     browser_page):  # noqa: F811
     a, b = two_orgs["a"], two_orgs["b"]
     base, tab_a = live_server_url, browser_page
-    tab_a.goto(f"{base}/login/")
-    tab_a.fill("input[name=username]", a.owner.username)
-    tab_a.fill("input[name=password]", "pw-owner-123")
-    tab_a.click("button[type=submit]")
-    tab_a.wait_for_url(f"{base}/console/")
+    console_login(tab_a, base, a.owner.username, "pw-owner-123")
     tab_a.goto(f"{base}/console/members/")
     tab_resonate = tab_a.context.new_page()
     tab_resonate.goto(f"{base}/console/resonate/")

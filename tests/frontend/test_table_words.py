@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_e2e import CHROMIUM, CHROMIUM_ARGS, live_server_url  # noqa: F401
+from .test_e2e import CHROMIUM, CHROMIUM_ARGS, console_login, live_server_url  # noqa: F401
 
 pytestmark = [pytest.mark.slow]
 
@@ -57,11 +57,7 @@ def _open(browser, base, user, width, height):
     ctx = browser.new_context(viewport={"width": width, "height": height})
     ctx.set_default_timeout(20_000)
     page = ctx.new_page()
-    page.goto(f"{base}/login/")
-    page.fill("input[name=username]", user.username)
-    page.fill("input[name=password]", "pw-owner-123")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/console/")
+    console_login(page, base, user.username, "pw-owner-123")
     return ctx, page
 
 
