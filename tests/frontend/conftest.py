@@ -63,3 +63,15 @@ def login():
         return c
 
     return make
+
+
+@pytest.fixture
+def two_orgs(world):
+    """alpha's owner and member also belong to beta (as owner and member): the org switch and the
+    stale-tab refusal. Data first: once Playwright runs, its event loop makes the ORM refuse this thread."""
+    from teams.models import Membership
+
+    a, b = world["a"], world["b"]
+    Membership.objects.create(org=b.org, user=a.owner, role="owner")
+    Membership.objects.create(org=b.org, user=a.member, role="member")
+    return world

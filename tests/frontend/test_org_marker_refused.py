@@ -15,15 +15,6 @@ pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
 
 
-@pytest.fixture
-def two_orgs(world):
-    """alpha's owner and member also belong to beta (as owner and member); each session is on beta,
-    as after a switch in another tab, while the stale page was rendered for alpha."""
-    a, b = world["a"], world["b"]
-    Membership.objects.create(org=b.org, user=a.owner, role="owner")
-    Membership.objects.create(org=b.org, user=a.member, role="member")
-    return world
-
 
 def _on_beta(login, user):
     c = login(user)

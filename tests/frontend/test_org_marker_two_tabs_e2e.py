@@ -16,16 +16,6 @@ pytestmark = [pytest.mark.slow]
 REFUSAL = "This page was for organisation ALPHA; you have since switched to BETA in another tab."
 
 
-@pytest.fixture
-def two_orgs(world):
-    """Data first: once Playwright runs, its event loop makes the ORM refuse this thread."""
-    from teams.models import Membership
-
-    a, b = world["a"], world["b"]
-    Membership.objects.create(org=b.org, user=a.owner, role="owner")
-    Membership.objects.create(org=b.org, user=a.member, role="member")
-    return world
-
 
 def _state(a, b):
     def read():

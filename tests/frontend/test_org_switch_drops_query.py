@@ -6,17 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from teams.models import Membership
-
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture
-def two_orgs(world):
-    a, b = world["a"], world["b"]
-    Membership.objects.create(org=b.org, user=a.owner, role="owner")
-    Membership.objects.create(org=b.org, user=a.member, role="member")
-    return world
 
 
 @pytest.mark.parametrize("who", ["owner", "member"])
