@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._arrays import GrowArray
+from ._arrays import GrowArray, sorted_unique
 from .ranking import kth_largest
 
 __all__ = ["BM25Index", "BM25Query"]
@@ -74,12 +74,17 @@ class _MaskStats:
     n_docs: int
     norm: np.ndarray  # per slot BM25 length normalisation
     df: dict[int, int]  # term id -> document frequency under the mask
+    norm_base: float  # norm = norm_base + norm_per_token * document length
+    norm_per_token: float
     last: tuple | None = None  # the previous query's ((tid, weight)...), scores, counts, any_hit
+    ok: tuple[np.ndarray | None, np.ndarray] | None = None  # (a top-k mask, vis & that mask per slot)
 
     def nbytes(self) -> int:
         arrays = [self.vis, self.norm] + ([self.mask] if self.mask is not None else [])
         if self.last is not None:
             arrays += [self.last[1], self.last[2]]
+        if self.ok is not None:
+            arrays += [a for a in self.ok if a is not None]
         return sum(a.nbytes for a in arrays) + 100 * len(self.df)
 
 
@@ -138,6 +143,11 @@ class BM25Index:
         self._n_postings = 0
         self._version = 0  # bumped by every write: cached per-mask statistics are only for one version
         self._cached: _MaskStats | None = None
+        # term id -> (postings seen, their largest tf, their shortest document): the bound of a
+        # term's contribution that lets a top-k query skip most postings of frequent terms. Postings
+        # only grow between compactions, so a bound is brought up to date from its list's new tail.
+        self._bounds: dict[int, tuple[int, int, int]] = {}
+        self.terms_pruned = 0  # terms top-k queries left unsummed over their postings, in all (a diagnostic)
 
     # -- writes -------------------------------------------------------------
     def add(self, local_id: int, tokens: list[str]) -> None:
@@ -190,6 +200,7 @@ class BM25Index:
             return
         self._version += 1
         self._cached = None
+        self._bounds = {}
         new_slot = (np.cumsum(live) - 1).astype(np.int32)
         n_post = 0
         for tid in range(len(self._post_slots)):
@@ -220,7 +231,7 @@ class BM25Index:
         post = 6 * self._n_postings
         # ~64 B per array object and ~100 B per vocab/dict entry (CPython).
         overhead = 2 * 64 * len(self._post_slots) + 100 * len(self._vocab)
-        overhead += 100 * len(self._local_slot)
+        overhead += 100 * len(self._local_slot) + 100 * len(self._bounds)
         cols = self._slot_len.nbytes + self._slot_local.nbytes + self._slot_live.nbytes
         return post + overhead + cols + (self._cached.nbytes() if self._cached is not None else 0)
 
@@ -243,8 +254,9 @@ class BM25Index:
         dl_all = self._slot_len.view
         avgdl = float(dl_all[vis].sum(dtype=np.int64)) / n_docs if n_docs else 0.0
         # Per-slot length normalisation: each posting then needs a single gather.
-        norm = (self.k1 * (1.0 - self.b)) + (self.k1 * self.b / max(avgdl, 1e-9)) * dl_all
-        stats = _MaskStats(self._version, None if mask is None else mask.copy(), vis, n_docs, norm, {})
+        base, per_token = self.k1 * (1.0 - self.b), self.k1 * self.b / max(avgdl, 1e-9)
+        norm = base + per_token * dl_all
+        stats = _MaskStats(self._version, None if mask is None else mask.copy(), vis, n_docs, norm, {}, base, per_token)
         self._cached = stats
         return stats
 
@@ -279,9 +291,152 @@ class BM25Index:
         mask: np.ndarray | None = None,
         weights: dict[str, float] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """``query(tokens, allowed, weights).top(k, mask)`` without the full result: a list that only
-        wants its top k need not sort every touched document by id (the top k are ordered by score,
-        then id, whatever order the candidates come in)."""
+        """``query(tokens, allowed, weights).top(k, mask)``, the same ids and the same scores bit for
+        bit, without scoring every document a frequent term touches (MaxScore pruning).
+
+        Terms are summed strongest bound first until the documents touched so far hold k whose
+        partial scores already exceed what all the remaining terms together could give any other
+        document; only documents that could still reach the k-th partial score are then scored in
+        full, term by term in query order (the order, and so the float sums, of ``query``). The
+        window and feedback passes ask for the top 20 of queries whose expansion terms are frequent
+        words: those terms' postings were most of the passes' work, and they rarely decide the top.
+        """
+        if k <= 0:
+            return _EMPTY_I, _EMPTY_F
+        terms = [(self._vocab[t], 1.0 if weights is None else float(weights.get(t, 1.0)))
+                 for t in dict.fromkeys(tokens) if t in self._vocab]
+        if not terms or len(self._slot_len) == 0:
+            return _EMPTY_I, _EMPTY_F
+        if self.b < 0.0 or self.k1 < 0.0 or not all(wt > 0.0 and math.isfinite(wt) for _t, wt in terms):
+            # The bounds assume every contribution is positive and grows with tf and shrinks with
+            # length; otherwise score everything.
+            return self._query_top_dense(tokens, k, allowed, mask, weights)
+        stats = self._stats(allowed)
+        if stats.n_docs == 0:
+            return _EMPTY_I, _EMPTY_F
+        k1, n_docs, norm = self.k1, stats.n_docs, stats.norm
+        scored: list[tuple[int, float, float]] = []  # (tid, factor, bound) of each term with a visible document
+        for tid, wt in terms:
+            df = self._df(stats, tid)
+            if df == 0:
+                continue
+            c = wt * math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5)) * (k1 + 1.0)
+            max_tf, min_len = self._bound(tid)
+            floor = stats.norm_base + stats.norm_per_token * min_len
+            # Inflated by far more than float rounding can add: a bound must never fall short.
+            scored.append((tid, c, c * max_tf / (max_tf + floor) * (1.0 + 1e-9)))
+        if not scored:
+            return _EMPTY_I, _EMPTY_F
+        ok = self._ok_slots(stats, mask)
+        by_bound = sorted(scored, key=lambda t: -t[2])  # stable: query order among equal bounds
+        rest = [0.0] * (len(by_bound) + 1)  # rest[i]: the most terms i.. can add to any document
+        for i in range(len(by_bound) - 1, -1, -1):
+            rest[i] = rest[i + 1] + by_bound[i][2]
+        n_slots = len(self._slot_len)
+        part = np.zeros(n_slots, dtype=np.float64)
+        # The k-th best partial score cannot exceed this: what the terms summed so far could give a
+        # document, or the k-th best partial when last taken plus what the terms since could add.
+        ceiling = 0.0
+        summed: list[np.ndarray] = []
+        n_summed = 0
+        done = len(by_bound)
+        for i, (tid, c, bound) in enumerate(by_bound):
+            slots = np.frombuffer(self._post_slots[tid], dtype=np.int32)
+            tf = np.frombuffer(self._post_tf[tid], dtype=np.uint16).astype(np.float64)
+            contrib = c * tf
+            contrib /= tf + norm.take(slots)
+            np.add.at(part, slots, contrib)
+            summed.append(slots)
+            n_summed += slots.size
+            ceiling += bound
+            if i + 1 == len(by_bound) or rest[i + 1] >= ceiling:
+                continue  # the remaining terms could still lift an untouched document into the top k
+            if 16 * n_summed < n_slots:  # few postings so far: their union is cheaper than a scan
+                touched = sorted_unique(np.concatenate(summed) if len(summed) > 1 else slots)
+                touched = touched[ok[touched]]
+            else:
+                touched = np.flatnonzero((part > 0.0) & ok)  # a bool scan: far faster than a float one
+            if touched.size < k:
+                continue
+            ceiling = kth_largest(part[touched], k)
+            if rest[i + 1] < ceiling * (1.0 - 1e-9):
+                done = i + 1
+                self.terms_pruned += len(by_bound) - done
+                break
+        # int32 like the postings, so the searches below do not convert a postings list per call.
+        if done == len(by_bound):
+            touched = np.flatnonzero((part > 0.0) & ok)
+        touched = touched.astype(np.int32)
+        if touched.size > k:
+            # A document whose partial score plus everything the remaining terms could add stays
+            # below the k-th partial score cannot be in the top k (nor can one that no summed term
+            # touched). The remaining terms are then added to the documents left, strongest first,
+            # each narrowing them again, until k are left or every term is in.
+            partial = part[touched]
+            theta = kth_largest(partial, k)
+            keep = partial + rest[done] >= theta * (1.0 - 1e-9)
+            touched, partial = touched[keep], partial[keep]
+            at_norm = norm.take(touched)
+            for j in range(done, len(by_bound)):
+                if touched.size <= k:
+                    break
+                tid, c, _bound = by_bound[j]
+                slots = np.frombuffer(self._post_slots[tid], dtype=np.int32)
+                pos = np.searchsorted(slots, touched)
+                pos[pos == slots.size] = 0
+                hit = slots[pos] == touched
+                if hit.any():
+                    tf = np.frombuffer(self._post_tf[tid], dtype=np.uint16)[pos[hit]].astype(np.float64)
+                    contrib = c * tf
+                    contrib /= tf + at_norm[hit]
+                    partial[hit] += contrib
+                theta = max(theta, kth_largest(partial, k))
+                keep = partial + rest[j + 1] >= theta * (1.0 - 1e-9)
+                touched, partial, at_norm = touched[keep], partial[keep], at_norm[keep]
+        final = np.zeros(touched.size, dtype=np.float64)
+        at_norm = norm.take(touched)
+        for tid, c, _bound in scored:  # query order
+            slots = np.frombuffer(self._post_slots[tid], dtype=np.int32)
+            pos = np.searchsorted(slots, touched)
+            pos[pos == slots.size] = 0
+            hit = slots[pos] == touched
+            if not hit.any():
+                continue
+            tf = np.frombuffer(self._post_tf[tid], dtype=np.uint16)[pos[hit]].astype(np.float64)
+            contrib = c * tf
+            contrib /= tf + at_norm[hit]
+            final[hit] += contrib
+        return _topk(self._slot_local.view[touched], final, k)
+
+    def _bound(self, tid: int) -> tuple[int, int]:
+        """(largest tf, shortest document) over the term's postings, dead slots included."""
+        slots = self._post_slots[tid]
+        seen, max_tf, min_len = self._bounds.get(tid, (0, 0, 1 << 62))
+        if len(slots) > seen:
+            new_slots = np.frombuffer(slots, dtype=np.int32)[seen:]
+            max_tf = max(max_tf, int(np.frombuffer(self._post_tf[tid], dtype=np.uint16)[seen:].max()))
+            min_len = min(min_len, int(self._slot_len.view[new_slots].min()))
+            self._bounds[tid] = (len(slots), max_tf, min_len)
+        return max_tf, min_len
+
+    def _ok_slots(self, stats: _MaskStats, mask: np.ndarray | None) -> np.ndarray:
+        """Per slot: live, allowed and inside ``mask``; kept with the statistics for the next query."""
+        mask = None if mask is None else np.asarray(mask, dtype=bool)
+        if stats.ok is not None and _same_mask(stats.ok[0], mask):
+            return stats.ok[1]
+        ok = stats.vis if mask is None else stats.vis & _mask_at(mask, self._slot_local.view)
+        stats.ok = (None if mask is None else mask.copy(), ok)
+        return ok
+
+    def _query_top_dense(
+        self,
+        tokens: list[str],
+        k: int,
+        allowed: np.ndarray | None,
+        mask: np.ndarray | None,
+        weights: dict[str, float] | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``query_top`` by scoring every touched document."""
         _n_terms, acc = self._accumulate(tokens, allowed, weights)
         if acc is None:
             return _EMPTY_I, _EMPTY_F

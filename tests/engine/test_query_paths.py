@@ -259,3 +259,62 @@ def test_rank_order_equals_its_definition() -> None:
         abs_eps = [0.0, 1e-6][it % 2]
         got = rank_order(v, tie, abs_eps=abs_eps).tolist()
         assert got == _rank_order_reference(v, tie, 1e-6, abs_eps)
+
+
+def _skewed_docs(rng: np.random.Generator, n: int) -> list[list[str]]:
+    """Frequent words in every other document, a few rare ones, and lengths from 1 to 60 tokens,
+    some with a word repeated many times: a top-k query can skip most postings here, and a term's
+    bound (its largest tf, its shortest document) is tested at both ends."""
+    docs = []
+    for _ in range(n):
+        words = [f"f{x}" for x in rng.integers(0, 12, int(rng.integers(0, 30)))]
+        words += [f"r{x}" for x in rng.integers(0, 400, int(rng.integers(0, 4)))]
+        if rng.random() < 0.05:
+            words += [f"f{int(rng.integers(0, 12))}"] * int(rng.integers(5, 40))
+        docs.append(words or ["f0"])
+    return docs
+
+
+def test_pruned_top_k_equals_the_top_of_the_full_query() -> None:
+    rng = np.random.default_rng(11)
+    idx = BM25Index()
+    for i, d in enumerate(_skewed_docs(rng, 3000)):
+        idx.add(i, d)
+    pruned_before = idx.terms_pruned
+    for round_ in range(3):
+        allowed = [rng.random(3000) < 0.6, None]
+        for _ in range(60):
+            vis = allowed[int(rng.integers(0, 2))]
+            mask = [None, rng.random(2900) < 0.9][int(rng.integers(0, 2))]
+            q = [f"r{x}" for x in rng.integers(0, 400, int(rng.integers(1, 4)))]
+            q += [f"f{x}" for x in rng.integers(0, 12, int(rng.integers(0, 3)))]
+            extra = [f"f{x}" for x in rng.integers(0, 12, 8)] + [f"r{x}" for x in rng.integers(0, 400, 3)]
+            beta = float(rng.choice([0.05, 0.3, 1.0, 2.5]))
+            k = int(rng.integers(1, 40))
+            for query, w in ((q, None), (q + extra, dict.fromkeys(extra, beta))):
+                want = idx.query(query, vis, w).top(k, mask)
+                got = idx.query_top(query, k, vis, mask, w)
+                np.testing.assert_array_equal(got[0], want[0])
+                np.testing.assert_array_equal(got[1], want[1])
+        if round_ == 0:
+            # Replaced documents (dead slots) and new ones with larger tfs and shorter lengths than
+            # any before: the bounds must follow the postings' new tails.
+            for i in range(0, 3000, 7):
+                idx.add(i, [f"f{i % 12}"] * 60 if i % 2 else [f"f{i % 12}", f"r{i % 400}"])
+        elif round_ == 1:
+            idx.compact()  # renumbered slots: bounds start again
+    assert idx.terms_pruned > pruned_before  # the pruned path ran, not only the full one
+
+
+def test_top_k_with_zero_or_negative_weights_scores_everything() -> None:
+    rng = np.random.default_rng(12)
+    idx = BM25Index()
+    for i, d in enumerate(_skewed_docs(rng, 500)):
+        idx.add(i, d)
+    for beta in (0.0, -0.5):
+        q, extra = ["r1", "r2", "f0"], ["f1", "f2", "f3"]
+        w = dict.fromkeys(extra, beta)
+        want = idx.query(q + extra, None, w).top(15)
+        got = idx.query_top(q + extra, 15, None, None, w)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
