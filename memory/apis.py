@@ -273,7 +273,9 @@ class NodeDetailApi(Api):
         """Deletes the memory node. Its owner, an admin of its scope or an ACL writer may; others get a 403,
         or a 404 when they may not even read it. What was drawn from it (facts, bridges) and has no other
         live source is deleted with it, each deletion audited (``memory.delete``, reason ``sources_deleted``).
-        A later write with its event_id is a new memory."""
+        What it superseded (a conflict resolved by keeping it) is current again unless another existing
+        memory superseded it too, each audited (``memory.reinstate``). A later write with its event_id is
+        a new memory."""
 
         node = access_node(request.actor, node_id, for_write=True, request_id=self.request_id())
         services.node_delete(actor=request.actor, node=node, request_id=self.request_id())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import NamedTuple
@@ -424,6 +424,7 @@ def _neighbour_links(*, org_id: int, owner: tuple[str, int], nodes: list[tuple[i
 class Deletion:
     node_id: int
     derived_ids: list[int]  # derivations deleted with it: no live source was left to them
+    reinstated_ids: list[int] = field(default_factory=list)  # memories it had superseded, current again
 
 
 @transaction.atomic
@@ -440,18 +441,88 @@ def node_delete(*, actor: Actor, node: Node, request_id: str = "") -> Deletion:
     live source stays: it may restate that source, which is still a memory. It may also still
     restate words of the deleted one (an LLM fact drawn from two turns); deleting the fact itself
     removes those (docs/permissions.md). Each cascaded deletion is audited and published as the
-    delete is, naming the node it followed."""
+    delete is, naming the node it followed.
+
+    A current memory that a conflict's resolution kept over others hands their place back: deleting
+    "We moved to Postgres 16" after it superseded "We use Postgres 15" left no answer about the
+    database at all, the old statement retired by a decision about a memory that no longer exists.
+    What it superseded is current again (``_reinstate_superseded``), each audited
+    (``memory.reinstate``) and published."""
     now = timezone.now()
-    Node.objects.filter(pk=node.pk, deleted_at__isnull=True).update(deleted_at=now)
-    derived = _orphaned_derivations(org_id=node.org_id, deleted_id=node.pk, now=now)
+    with connection.cursor() as cur:
+        cur.execute("UPDATE memory_node SET deleted_at = %s WHERE id = %s AND deleted_at IS NULL "
+                    "RETURNING valid_to IS NULL", [now, node.pk])
+        row = cur.fetchone()
+    was_current = bool(row and row[0])
+    derived, derived_current = _orphaned_derivations(org_id=node.org_id, deleted_id=node.pk, now=now)
+    # A fact deleted with its turn may have been kept over another fact too.
+    current = ([node.pk] if was_current else []) + derived_current
+    reinstated = _reinstate_superseded(org_id=node.org_id, deleted_ids=current) if current else []
+    detail = ({"derived_deleted": derived} if derived else {}) | ({"reinstated": reinstated} if reinstated else {})
     audit.record(actor=actor, action="memory.delete", object_type="node", object_id=node.id,
-                 detail={"derived_deleted": derived} if derived else None, request_id=request_id)
+                 detail=detail or None, request_id=request_id)
     events.publish(actor.org.id, "memory.deleted", {"node_id": node.id})
     for nid in derived:
         audit.record(actor=actor, action="memory.delete", object_type="node", object_id=nid,
                      reason="sources_deleted", detail={"deleted_with": node.id}, request_id=request_id)
         events.publish(actor.org.id, "memory.deleted", {"node_id": nid, "deleted_with": node.id})
-    return Deletion(node_id=node.id, derived_ids=derived)
+    for nid in reinstated:
+        audit.record(actor=actor, action="memory.reinstate", object_type="node", object_id=nid,
+                     reason="superseder_deleted", detail={"superseded_by": node.id}, request_id=request_id)
+        events.publish(actor.org.id, "memory.reinstated", {"node_id": nid, "superseded_by": node.id})
+    return Deletion(node_id=node.id, derived_ids=derived, reinstated_ids=reinstated)
+
+
+# What a deleted node superseded (``supersedes`` edges out of it), with the deleted node of each
+# edge: a deleted one is walked through to what it had superseded in turn.
+_SUPERSEDED_BY = """
+SELECT e.dst_id, n.deleted_at IS NOT NULL FROM memory_edge e JOIN memory_node n ON n.id = e.dst_id
+WHERE e.org_id = %(org)s AND e.kind = 'supersedes' AND e.src_id = ANY(%(frontier)s)
+"""
+# Of those, the ones to make current again: still memories, retired, superseded by no node that is
+# still a memory (another conflict's decision still holds), and, for a derivation, with a current
+# source (a fact superseded with its leaf comes back with the leaf, not without it).
+_REINSTATE = """
+UPDATE memory_node t SET valid_to = NULL
+WHERE t.id = ANY(%(ids)s) AND t.deleted_at IS NULL AND t.valid_to IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM memory_edge e JOIN memory_node s ON s.id = e.src_id
+                  WHERE e.dst_id = t.id AND e.kind = 'supersedes' AND s.deleted_at IS NULL)
+  AND (coalesce(cardinality(t.source_node_ids), 0) = 0
+       OR EXISTS (SELECT 1 FROM memory_node s WHERE s.id = ANY(t.source_node_ids)
+                  AND s.deleted_at IS NULL AND s.valid_to IS NULL))
+RETURNING t.id
+"""
+
+
+def _reinstate_superseded(*, org_id: int, deleted_ids: list[int]) -> list[int]:
+    """Make current again, in the caller's transaction, what the just-deleted current nodes
+    ``deleted_ids`` had superseded (through deleted nodes they had superseded, to what those had);
+    returns their ids."""
+    candidates: set[int] = set()
+    seen = set(deleted_ids)
+    frontier = list(deleted_ids)
+    with connection.cursor() as cur:
+        while frontier:
+            cur.execute(_SUPERSEDED_BY, {"org": org_id, "frontier": frontier})
+            frontier = []
+            for dst, deleted in cur.fetchall():
+                if dst in seen:
+                    continue
+                seen.add(dst)
+                if deleted:
+                    frontier.append(dst)
+                else:
+                    candidates.add(dst)
+        out: list[int] = []
+        # A derivation comes back once a source of it has: rounds until nothing changes.
+        while candidates:
+            cur.execute(_REINSTATE, {"ids": sorted(candidates)})
+            got = {r[0] for r in cur.fetchall()}
+            if not got:
+                break
+            out.extend(got)
+            candidates -= got
+    return sorted(out)
 
 
 # The live derivations of the nodes in %(frontier)s, through the partial GIN index
@@ -469,16 +540,18 @@ _ORPHANED = """
 UPDATE memory_node d SET deleted_at = %(now)s
 WHERE d.id = ANY(%(ids)s) AND d.deleted_at IS NULL
   AND NOT EXISTS (SELECT 1 FROM memory_node s WHERE s.id = ANY(d.source_node_ids) AND s.deleted_at IS NULL)
-RETURNING d.id
+RETURNING d.id, d.valid_to IS NULL
 """
 
 
-def _orphaned_derivations(*, org_id: int, deleted_id: int, now: datetime) -> list[int]:
+def _orphaned_derivations(*, org_id: int, deleted_id: int, now: datetime) -> tuple[list[int], list[int]]:
     """Delete, in the caller's transaction, the derivations left without a live source once
-    ``deleted_id`` is deleted, and theirs in turn (a bridge of those facts); returns their ids.
-    Derivations superseded by a conflict's resolution count too: the nodes API still serves them.
-    Each ``UPDATE`` stamps a new ``txid``, so every engine cache drops them at its next catch-up."""
+    ``deleted_id`` is deleted, and theirs in turn (a bridge of those facts); returns their ids, and
+    those of them that were current (not superseded). Derivations superseded by a conflict's
+    resolution count too: the nodes API still serves them. Each ``UPDATE`` stamps a new ``txid``,
+    so every engine cache drops them at its next catch-up."""
     out: list[int] = []
+    current: list[int] = []
     frontier = [deleted_id]
     with connection.cursor() as cur:
         while frontier:
@@ -487,9 +560,11 @@ def _orphaned_derivations(*, org_id: int, deleted_id: int, now: datetime) -> lis
             if not candidates:
                 break
             cur.execute(_ORPHANED, {"ids": candidates, "now": now})
-            frontier = sorted(r[0] for r in cur.fetchall())
+            rows = sorted(cur.fetchall())
+            frontier = [r[0] for r in rows]
             out.extend(frontier)
-    return out
+            current.extend(r[0] for r in rows if r[1])
+    return out, current
 
 
 def lock_live_sources(*, org_id: int, node_ids: Sequence[int]) -> set[int]:

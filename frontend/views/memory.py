@@ -106,6 +106,12 @@ def node_delete(request, node_id: int):
             len(deleted.derived_ids)) % {"id": node_id, "n": len(deleted.derived_ids)})
     else:
         messages.success(request, _("Memory #%(id)s deleted.") % {"id": node_id})
+    back = deleted.reinstated_ids
+    if len(back) == 1:
+        messages.info(request, _("Memory #%(back)s, which it had superseded, is current again.") % {"back": back[0]})
+    elif back:
+        messages.info(request, _("Memories %(back)s, which it had superseded, are current again.")
+                      % {"back": ", ".join(f"#{b}" for b in back)})
     return redirect("frontend:memories")
 
 
