@@ -17,6 +17,7 @@ from assets import access as node_access
 from assets.context import recall_for
 from memory import services as memory_services
 from memory.engine.types import NodeKind as EngineNodeKind
+from memory.selectors import visible_nodes
 from teams.selectors import team_list
 
 from .. import charts, selectors
@@ -106,12 +107,20 @@ def node_delete(request, node_id: int):
             len(deleted.derived_ids)) % {"id": node_id, "n": len(deleted.derived_ids)})
     else:
         messages.success(request, _("Memory #%(id)s deleted.") % {"id": node_id})
-    back = deleted.reinstated_ids
+    # Named only where this user may read them (a memory the resolver could change may be private
+    # to someone else); the others are counted.
+    readable = set(visible_nodes(actor=actor).filter(id__in=deleted.reinstated_ids).values_list("id", flat=True))
+    back = [b for b in deleted.reinstated_ids if b in readable]
+    hidden = len(deleted.reinstated_ids) - len(back)
     if len(back) == 1:
         messages.info(request, _("Memory #%(back)s, which it had superseded, is current again.") % {"back": back[0]})
     elif back:
         messages.info(request, _("Memories %(back)s, which it had superseded, are current again.")
                       % {"back": ", ".join(f"#{b}" for b in back)})
+    if hidden:
+        messages.info(request, ngettext(
+            "%(n)s memory it had superseded, which you cannot read, is current again.",
+            "%(n)s memories it had superseded, which you cannot read, are current again.", hidden) % {"n": hidden})
     return redirect("frontend:memories")
 
 

@@ -162,3 +162,21 @@ def test_a_fact_deleted_with_its_turn_hands_back_the_fact_it_had_superseded(worl
     assert _current(facts[0])
     delete = AuditEvent.objects.get(action="memory.delete", object_id=str(second))
     assert delete.detail == {"derived_deleted": [facts[1]], "reinstated": [facts[0]]}
+
+
+def test_the_console_counts_what_came_back_that_the_user_cannot_read(world, client_for, no_llm):
+    a = world["a"]
+    agent = client_for(a.key)
+    mine = weave(agent, "s1", turns=[{"speaker": "Ana", "text": "I eat spicy food.",
+                                      "occurred_at": "2023-05-08T10:00:00Z"}], end=False)["node_ids"][0]
+    theirs = weave(client_for(a.member), "s2", end=False, visibility="org", turns=[
+        {"speaker": "Ana", "text": "I don't eat spicy food.", "occurred_at": "2023-06-08T10:00:00Z"}])["node_ids"][0]
+    _supersede(agent, mine, theirs, keep=theirs)  # the agent may change its own memory
+    assert client_for(a.member).get(f"/api/v1/memories/nodes/{mine}").status_code == 404  # private to the agent
+
+    browser = Client()
+    browser.force_login(a.member)
+    page = browser.post(f"/console/memories/{theirs}/delete", follow=True).content.decode()
+    assert "1 memory it had superseded, which you cannot read, is current again." in page
+    assert f"#{mine}" not in page
+    assert _current(mine)
