@@ -718,7 +718,8 @@ def _changed_version(a_text: str, b_text: str, a: Statement, b: Statement) -> st
     # (not a month written short: "Nov 20" is a date, not Nov at version 20)
     for name in sorted((a.places & b.places) | (named - _STATE_WORDS - _DROP - _MONTH_WORDS)):
         ctx = (_context(low_a, name), _context(low_b, name))
-        if not (ctx[0] & ctx[1]) or _differ(*ctx):
+        # (neither naming a subject, "We use Postgres 15" and "We moved to Postgres 16", is one subject)
+        if (not (ctx[0] & ctx[1]) and (ctx[0] or ctx[1])) or _differ(*ctx):
             continue
         for x, y in ((low_a, low_b), (low_b, low_a)):
             runs, moved = _versions(x, name, _RUNS) | _versions(x, name, _CHANGED_TO), _versions(y, name, _CHANGED_TO)
@@ -746,7 +747,7 @@ _MOVED = re.compile(r"\b(?:re-?schedul(?:e|ed|es|ing)|postpon(?:e|ed|es|ing)|pus
                     # ... to a day or a time ("moved to the new office" is a move, not a new date), not to a
                     # quantity of things ("moved the pool size to 12 workers" is a changed value)
                     r"(?:\d(?![\d.,]*\s+(?!(?:this|thus|was|has|does|is|us|yes|as)\b)[a-z]{2,}s\b)|"
-                    r"(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b)",
+                    r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b)",
                     re.I)
 _WEEKDAYS = frozenset({"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"})
 # What does not name the thing moved: the moving, the copula, prepositions and who speaks.

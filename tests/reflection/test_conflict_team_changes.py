@@ -49,3 +49,29 @@ def test_a_date_given_now_contradicts_the_date_it_replaces(a, b):
 ])
 def test_other_things_and_moves_not_made_are_no_conflict(a, b):
     assert _reason(a, b) is None and _reason(b, a) is None
+
+
+# ------------------------------------------------------------------ no subject named, weekly days
+@pytest.mark.parametrize("a,b", [
+    # neither side names a subject beside the thing: one subject, the writer's own
+    ("We use Postgres 15.", "We moved to Postgres 16."),
+    ("I use Python 3.11.", "I moved to Python 3.12."),
+    # a weekly day, said in the plural, moved
+    ("Deploys happen on Tuesdays.", "Deploys moved to Thursdays."),
+    ("The team sync is on Mondays.", "The team sync was moved to Wednesdays."),
+])
+def test_a_change_without_a_named_subject_or_to_a_weekly_day_conflicts(a, b):
+    assert _reason(a, b) is not None
+
+
+@pytest.mark.parametrize("a,b", [
+    # only one side names a subject: maybe a narrower statement, not the same one
+    ("We use Postgres 15 for analytics.", "We moved to Postgres 16."),
+    ("We use Postgres 15.", "Globex moved to Postgres 16."),
+    ("We use Python 3.11.", "We moved the scripts to Python 3.12."),
+    # another thing moved to the weekly day
+    ("Standups happen on Mondays.", "The retro moved to Thursdays."),
+    ("Office hours are on Fridays.", "We moved the demo to Fridays."),
+])
+def test_another_subject_or_another_thing_moved_is_no_conflict(a, b):
+    assert _reason(a, b) is None
