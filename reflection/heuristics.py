@@ -384,6 +384,8 @@ _NOT_ID_BEFORE = {"i", "we", "you", "they", "he", "she", "it", "to", "will", "wo
 _UNIT_AFTER = re.compile(r"\s*(?:%|percent|x\b|times?\b|minutes?\b|mins?\b|hours?\b|hrs?\b|days?\b|weeks?\b|"
                          r"months?\b|years?\b|seconds?\b|secs?\b|ms\b|[kmgt]b\b|am\b|pm\b|:\d)", re.I)
 _NOUN_ID = re.compile(rf"\b(?P<noun>{_ID_NOUNS})\s+(?:{_DATE}|{_ID_NUM})(?![\w-])", re.I)
+# Things counted after a number: "3 replicas", "4 new images" (a plural, not "is"/"has"/"this").
+_THINGS_AFTER = re.compile(r"\s+(?:[a-z]+\s+)?(?!(?:is|was|has|does|this|thus|us|yes|as|its)\b)[a-z]{2,}s\b")
 _HASH_ID = re.compile(r"(?<![\w&])#\s?(?P<n>\d+)\b")
 # Tracker keys: NYL-520, OPS-17 (upper case as written); not names of standards ("UTF-8", "SHA-256").
 _KEY_ID = re.compile(r"\b(?!(?:UTF|SHA|MD|IPV|HTTP|TLS|SSL|COVID|ISO|MP|H)-)(?P<k>[A-Z][A-Z0-9]{1,9}-\d+)\b")
@@ -437,6 +439,10 @@ def _identifiers(text: str) -> tuple[str, frozenset[str]]:
         if before and before[-1] in _NOT_ID_BEFORE:
             continue
         if m["n"] is not None and _UNIT_AFTER.match(text, m.end()):
+            continue
+        # "Staging runs 3 replicas", "CI builds 4 images": a verb's third person counting things after
+        # it, not run number 3 (a plural noun before a lone number rarely names one of a series)
+        if m["n"] is not None and m["noun"].lower().endswith("s") and _THINGS_AFTER.match(text, m.end()):
             continue
         name = f"#{m['n']}" if m["n"] is not None else _date_ident(m)
         found.append((m.start("noun") + len(m["noun"]), m.end(), name))

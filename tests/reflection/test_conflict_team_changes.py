@@ -75,3 +75,21 @@ def test_a_change_without_a_named_subject_or_to_a_weekly_day_conflicts(a, b):
 ])
 def test_another_subject_or_another_thing_moved_is_no_conflict(a, b):
     assert _reason(a, b) is None
+
+
+# ------------------------------------------------------------------ a verb counting, not a run number
+@pytest.mark.parametrize("a,b", [
+    ("Staging runs 3 replicas.", "Staging now runs 5 replicas."),
+    ("CI builds 4 images per commit.", "CI builds 6 images per commit."),
+])
+def test_a_count_after_a_verb_that_is_also_a_series_noun_is_a_value(a, b):
+    assert _reason(a, b) is not None
+
+
+@pytest.mark.parametrize("a,b", [
+    ("Run 3 failed on staging.", "Run 4 failed on staging."),  # two runs
+    ("Runs 3 and 4 failed on staging.", "Runs 5 and 6 failed on staging."),
+    ("Staging runs 3 replicas.", "Production runs 8 replicas."),  # two environments
+])
+def test_run_numbers_and_other_subjects_stay_apart(a, b):
+    assert _reason(a, b) is None
