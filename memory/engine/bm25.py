@@ -307,9 +307,10 @@ class BM25Index:
                  for t in dict.fromkeys(tokens) if t in self._vocab]
         if not terms or len(self._slot_len) == 0:
             return _EMPTY_I, _EMPTY_F
-        if self.b < 0.0 or self.k1 < 0.0 or not all(wt > 0.0 and math.isfinite(wt) for _t, wt in terms):
+        if not (0.0 <= self.b <= 1.0) or self.k1 < 0.0 or not all(wt > 0.0 and math.isfinite(wt) for _t, wt in terms):
             # The bounds assume every contribution is positive and grows with tf and shrinks with
-            # length; otherwise score everything.
+            # length (b above 1 makes a short document's normalisation negative); otherwise score
+            # everything.
             return self._query_top_dense(tokens, k, allowed, mask, weights)
         stats = self._stats(allowed)
         if stats.n_docs == 0:
@@ -321,6 +322,9 @@ class BM25Index:
             if df == 0:
                 continue
             c = wt * math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5)) * (k1 + 1.0)
+            if c < 1e-300:
+                # a contribution could round to 0.0, and "touched" is read as a positive sum here
+                return self._query_top_dense(tokens, k, allowed, mask, weights)
             max_tf, min_len = self._bound(tid)
             floor = stats.norm_base + stats.norm_per_token * min_len
             # Inflated by far more than float rounding can add: a bound must never fall short.
@@ -422,8 +426,9 @@ class BM25Index:
     def _ok_slots(self, stats: _MaskStats, mask: np.ndarray | None) -> np.ndarray:
         """Per slot: live, allowed and inside ``mask``; kept with the statistics for the next query."""
         mask = None if mask is None else np.asarray(mask, dtype=bool)
-        if stats.ok is not None and _same_mask(stats.ok[0], mask):
-            return stats.ok[1]
+        cached = stats.ok  # read once: a concurrent reader with another mask may replace it
+        if cached is not None and _same_mask(cached[0], mask):
+            return cached[1]
         ok = stats.vis if mask is None else stats.vis & _mask_at(mask, self._slot_local.view)
         stats.ok = (None if mask is None else mask.copy(), ok)
         return ok

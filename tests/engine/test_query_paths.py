@@ -318,3 +318,50 @@ def test_top_k_with_zero_or_negative_weights_scores_everything() -> None:
         got = idx.query_top(q + extra, 15, None, None, w)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_top_k_outside_the_pruning_bounds_scores_everything() -> None:
+    """b above 1 (a negative length normalisation for short documents) and a weight so small that a
+    contribution rounds to zero: the pruned path's assumptions fail, so the full path answers."""
+    rng = np.random.default_rng(13)
+    docs = _skewed_docs(rng, 400)
+    for b in (1.5, 0.75):
+        idx = BM25Index(b=b)
+        for i, d in enumerate(docs):
+            idx.add(i, d)
+        for q, w in ((["r1", "r2", "f0", "f1"], None), (["f0"], {"f0": 5e-324})):
+            want = idx.query(q, None, w).top(7)
+            got = idx.query_top(q, 7, None, None, w)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_concurrent_top_k_queries_with_different_masks_keep_their_own() -> None:
+    """Readers share one index's statistics under a read lock; each one's mask must stay its own."""
+    import sys
+    import threading
+
+    rng = np.random.default_rng(14)
+    idx = BM25Index()
+    for i, d in enumerate(_skewed_docs(rng, 600)):
+        idx.add(i, d)
+    masks = [np.arange(600) % 2 == 0, np.arange(600) % 2 == 1]
+    wrong: list[int] = []
+
+    def reader(m: np.ndarray) -> None:
+        for _ in range(1500):
+            ids, _sc = idx.query_top(["f0", "f1", "r3"], 10, None, m)
+            if ids.size and not m[ids].all():
+                wrong.append(1)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=reader, args=(masks[i % 2],)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not wrong
