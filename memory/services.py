@@ -514,6 +514,12 @@ def _reinstate_superseded(*, org_id: int, deleted_ids: list[int]) -> list[int]:
                 else:
                     candidates.add(dst)
         out: list[int] = []
+        if candidates:
+            # Locked first, in their own statement: a resolution superseding one of them meanwhile
+            # holds its row (``reflection.conflicts._resolve``), so this waits for it, and the
+            # statements below (each with a new snapshot) see its supersedes edge.
+            cur.execute("SELECT id FROM memory_node WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE",
+                        [sorted(candidates)])
         # A derivation comes back once a source of it has: rounds until nothing changes.
         while candidates:
             cur.execute(_REINSTATE, {"ids": sorted(candidates)})
