@@ -65,6 +65,13 @@ class ConflictResolveApi(Api):
         action = serializers.ChoiceField(choices=list(conflicts.ACTIONS))
         keep = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
 
+        def validate(self, attrs):
+            # A memory named to keep while keeping both or rejecting was silently dropped: the caller
+            # may have meant to supersede.
+            if attrs.get("keep") is not None and attrs["action"] != "supersede":
+                raise serializers.ValidationError({"keep": ["Only with action=supersede."]})
+            return attrs
+
     @extend_schema(request=InputSerializer, responses=ConflictOutput)
     def post(self, request, conflict_id: int):
         """Resolves an open conflict: keep both, or keep one (keep names it) and supersede the other. Callers

@@ -50,7 +50,8 @@ def conflict_resolve(request, conflict_id: int):
     keep_id = parse_id(keep)
     if keep and keep_id is None:
         raise drf.ValidationError({"keep": [_("A valid integer is required.")]})
-    conflict_service.resolve(actor=request.actor, conflict=conflict, action=action, keep_id=keep_id,
-                             request_id=request_id(request))
+    # (a keep left in the form by a supersede button clicked before belongs to no other action)
+    conflict_service.resolve(actor=request.actor, conflict=conflict, action=action,
+                             keep_id=keep_id if action == "supersede" else None, request_id=request_id(request))
     messages.success(request, _("Conflict %(id)s resolved: %(action)s.") % {"id": conflict.id, "action": action})
     return redirect("frontend:conflicts")

@@ -97,7 +97,12 @@ def test_resolve_keep_both_and_reject(world, client_for, no_llm, action, status)
     first, second = two_statements(world, client_for)
     conflicts.detect(org_id=world["a"].org.id, node_ids=[second])
     cid = Conflict.objects.get().id
-    r = client_for(world["a"].key).post(f"/api/v1/conflicts/{cid}/resolve", {"action": action}, format="json")
+    url = f"/api/v1/conflicts/{cid}/resolve"
+    # a memory named to keep belongs to superseding only: refused, not silently dropped
+    r = client_for(world["a"].key).post(url, {"action": action, "keep": second}, format="json")
+    assert r.status_code == 400 and r.json()["error"]["fields"] == {"keep": ["Only with action=supersede."]}
+    assert Conflict.objects.get().status == "open"
+    r = client_for(world["a"].key).post(url, {"action": action}, format="json")
     assert r.status_code == 200 and r.json()["status"] == status
     assert Node.objects.filter(id__in=[first, second], valid_to__isnull=True).count() == 2
 
