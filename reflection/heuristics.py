@@ -268,10 +268,18 @@ def _expand(text: str) -> str:
     return text
 
 
+_SPEAKER_LABEL = re.compile(r"^\s*(?P<name>[^\W\d][\w .'-]{0,60}?)\s*:\s+")
+
+
 def heuristic_fact(text: str, speaker: str, occurred_at: datetime | None) -> str | None:
     """The first sentence stating an event, decision, task result or promise — a first-person one,
     or a work event of anyone's — rewritten as a fact (I/my/we → the speaker, a subject-less "Deployed
-    v2.4" given the speaker). Questions, proposals and small talk give none."""
+    v2.4" given the speaker). Questions, proposals and small talk give none. A transcript's label
+    naming the speaker ("Bob: I finished ...") is no part of the statement: kept, the fact read
+    "Bob: bob finished ..."; its spelling names the speaker in the fact."""
+    label = _SPEAKER_LABEL.match(text)
+    if label and speaker and label["name"].strip().lower() == speaker.strip().lower():
+        text, speaker = text[label.end():], label["name"].strip()
     for sentence in _sentences(text):
         sentence = _ACK.sub("", sentence).strip()
         if len(sentence.split()) < 3 or is_question(sentence) or _PROPOSAL.match(sentence):

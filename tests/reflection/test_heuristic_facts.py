@@ -44,3 +44,19 @@ def test_heuristic_fact_rewrites_only_the_speaker(text, expected):
 ])
 def test_questions_without_a_question_mark_are_no_fact(text):
     assert heuristic_fact(text, "Ana", MAY8) is None
+
+
+@pytest.mark.parametrize("text,speaker,expected", [
+    # a transcript's label naming the speaker is no part of the statement; its spelling names them
+    ("Bob: I finished the login page redesign for billing.", "bob",
+     "Bob finished the login page redesign for billing."),
+    ("Zoe Park: we merged the pull request for billing.", "zoe park",
+     "Zoe Park and others merged the pull request for billing."),
+    # another label (or another person's) stays as written
+    ("Note: I finished the login page redesign for billing.", "bob",
+     "Note: bob finished the login page redesign for billing."),
+    ("Ana: I finished the login page redesign for billing.", "bob",
+     "Ana: bob finished the login page redesign for billing."),
+])
+def test_a_label_naming_the_speaker_is_not_repeated(text, speaker, expected):
+    assert heuristic_fact(text, speaker, None) == expected
