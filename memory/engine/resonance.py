@@ -280,7 +280,7 @@ def resonate(
             v_ids, v_sc = _vector_feedback(index, qvec, first, vis, seedable, params, pool)
             if v_ids is not None:
                 extra += ((v_ids, v_sc, params.w_vprf),)
-    in_dates = _date_focus(index, mentions, seedable) if mentions else None
+    in_dates = _date_focus(index, mentions, seedable, now_days) if mentions else None
     date_rank: dict[int, int] = {}
     if in_dates is not None:
         d_ids, d_sc = _date_list(index, in_dates, bm, qvec, params.n_lex)
@@ -585,25 +585,31 @@ def _without_words_of(tokens: list[str], mentions: list[TimeMention], query_text
     return [t for t in tokens if t not in said]
 
 
-def _date_focus(index, mentions: list[TimeMention], seedable: np.ndarray) -> np.ndarray:
+def _date_focus(index, mentions: list[TimeMention], seedable: np.ndarray, now_days: float = math.nan) -> np.ndarray:
     """Seedable nodes that happened on a day or in a week the query names (``_named_days``).
 
     A node's times are its ``occurred_at`` (UTC days) and the days its text refers to
     (``TenantIndex.day_refs``) up to the day it was written, each inside the named days. A day
     named without its year ("what did we decide on March 5?") is that day in every year: resolved
     against today it is the nearest March 5, which in December is next year's, and a question
-    about memory asks about the past."""
+    about memory asks about the past.
+
+    Named days not yet over (``now_days``) also take the days a text looks ahead to: "What is
+    planned for December 15?" asked on December 2 can only be answered by what was said of the
+    15th before it, "the release is scheduled for December 15" (and the day's own words are out of
+    the lexical query, so nothing else found it)."""
     occ = index.col("occurred_at")
     inside = np.zeros(index.n, dtype=bool)
-    ref_node, ref_first, ref_last = index.day_refs()
+    all_node, all_first, all_last = index.day_refs()
+    ref_node, ref_first, ref_last = all_node, all_first, all_last
     if ref_node.size:
         # Only days the text looks back on, up to the day it was written: "Yesterday I fixed the
         # retry bug" says what happened then, "decide the offsite menu by the 24th" written on the
-        # 21st only what was expected (its date words still match it lexically), and it outranked
-        # what was decided on the 24th.
+        # 21st only what was expected, and it outranked what was decided on the 24th.
         with np.errstate(invalid="ignore"):  # no time of writing (NaN): no reference counts
             past = ref_last <= np.floor(occ[ref_node])
         ref_node, ref_first, ref_last = ref_node[past], ref_first[past], ref_last[past]
+    today = math.floor(now_days) if math.isfinite(now_days) else math.inf
     one_day = ref_md = None
     if ref_node.size and any(m.yearless for m in mentions):
         one_day = ref_first == ref_last
@@ -618,11 +624,12 @@ def _date_focus(index, mentions: list[TimeMention], seedable: np.ndarray) -> np.
             else:
                 lo, hi = (m.start - _EPOCH).days, (m.end - _EPOCH).days + 1
                 inside |= (occ >= lo) & (occ < hi)
-                if ref_node.size:
-                    # A text that speaks of days inside the named ones ("yesterday I fixed the
-                    # retry bug", written the day after): what it says happened then. Containment,
-                    # not overlap: "last week" does not put a text on every day of that week.
-                    inside[ref_node[(ref_first >= lo) & (ref_last < hi)]] = True
+                # A text that speaks of days inside the named ones ("yesterday I fixed the retry
+                # bug", written the day after): what it says happened then. Containment, not
+                # overlap: "last week" does not put a text on every day of that week.
+                node, first, last = (all_node, all_first, all_last) if hi > today else (ref_node, ref_first, ref_last)
+                if node.size:
+                    inside[node[(first >= lo) & (last < hi)]] = True
     return inside & seedable
 
 

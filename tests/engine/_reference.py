@@ -282,12 +282,17 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
     if params.w_date > 0 and query_text and math.isfinite(now):
         epoch = date(1970, 1, 1)
         occ = index.col("occurred_at")
-        # The days each node's text refers to, as whole date ranges, those ending by the day it
-        # was written (what it says happened, not what it expects).
+        # The days each node's text refers to, as whole date ranges: those ending by the day it was
+        # written (what it says happened, not what it expects), and all of them for days named that
+        # are not over yet (what was planned for them).
         refs: dict[int, list[tuple[date, date]]] = {}
+        refs_all: dict[int, list[tuple[date, date]]] = {}
         for i, first, last in zip(*(a.tolist() for a in index.day_refs()), strict=True):
+            span = (epoch + timedelta(days=first), epoch + timedelta(days=last))
+            refs_all.setdefault(i, []).append(span)
             if not math.isnan(occ[i]) and last <= math.floor(occ[i]):
-                refs.setdefault(i, []).append((epoch + timedelta(days=first), epoch + timedelta(days=last)))
+                refs.setdefault(i, []).append(span)
+        today = math.floor(now)
         for m in resolve_times(query_text, epoch + timedelta(days=math.floor(now))):
             if (m.end - m.start).days >= params.date_max_span_days:
                 continue
@@ -302,8 +307,8 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
                         in_dates.add(i)
                     continue
                 lo, hi = (m.start - epoch).days, (m.end - epoch).days + 1
-                if (not math.isnan(occ[i]) and lo <= occ[i] < hi) or any(
-                        m.start <= a and b <= m.end for a, b in refs.get(i, [])):
+                said = (refs_all if hi > today else refs).get(i, [])
+                if (not math.isnan(occ[i]) and lo <= occ[i] < hi) or any(m.start <= a and b <= m.end for a, b in said):
                     in_dates.add(i)
     if in_dates:
         ids = sorted(in_dates)

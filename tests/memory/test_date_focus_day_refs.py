@@ -59,3 +59,45 @@ def test_stored_references_that_are_not_dates_are_skipped():
     assert _day_refs(None) == () and _day_refs([]) == () and _day_refs({"start": "2026-11-19"}) == ()
     junk = [None, 3, "x", {}, {"start": None}, {"start": "soon"}, {"start": 20776}, {"start": "2026-02-30"}]
     assert _day_refs(junk + [good]) == ((20776, 20776),)
+
+
+def _day(d) -> str:
+    return f"{d.day} {d:%B %Y}"
+
+
+def test_a_day_not_yet_over_takes_what_was_planned_for_it(world, client_for):
+    """ "What is planned on 15 December?" asked before the 15th: only a memory looking ahead to it can
+    answer, and the day's own words are out of the lexical query, so it ranked tenth of ten. A day
+    already over keeps to what was said of it on or after it (a plan is not what happened)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    today = timezone.now().date()
+    ahead, gone = today + timedelta(days=13), today - timedelta(days=2)
+    c = client_for(world["a"].key)
+    turns = [
+        {"speaker": "Hana", "text": f"The mobile app release 2.3 is scheduled for {ahead:%B} {ahead.day}.",
+         "occurred_at": f"{today - timedelta(days=6)}T10:00:00Z"},
+        {"speaker": "Ben", "text": f"The vendor demo is set for {gone:%B} {gone.day}.",
+         "occurred_at": f"{today - timedelta(days=9)}T10:00:00Z"},
+        {"speaker": "Ben", "text": "We migrated the billing database to Postgres 16 without downtime.",
+         "occurred_at": f"{gone}T16:00:00Z"},
+    ] + [{"speaker": "Ana", "text": f"Standup notes {i}: reviewed the backlog and the on-call handover.",
+          "occurred_at": f"{today - timedelta(days=i)}T09:00:00Z"} for i in range(1, 8)]
+    for i, t in enumerate(turns):
+        r = c.post("/api/v1/memories/weave-session", {"session_key": f"plan-{i}", "turns": [t], "visibility": "org"},
+                   format="json")
+        assert r.status_code == 201, r.content
+    plan = Node.objects.get(org=world["a"].org, text__startswith="The mobile app release")
+    assert plan.time_refs[0]["start"] == str(ahead)  # the premise: the day it looks ahead to
+
+    hits = _hits(c, f"What is planned on {_day(ahead)}?")
+    assert hits[0]["node_id"] == plan.id, [(h["node_id"], h["text"]) for h in hits]
+    assert hits[0]["explanation"]["channels"]["date"] == 1
+
+    demo = Node.objects.get(org=world["a"].org, text__startswith="The vendor demo")
+    hits = _hits(c, f"What happened on {_day(gone)}?")
+    dates = {h["node_id"]: h["explanation"]["channels"]["date"] for h in hits}
+    migrated = Node.objects.get(org=world["a"].org, text__startswith="We migrated").id
+    assert dates.get(migrated) is not None and dates.get(demo.id) is None
