@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from contextlib import contextmanager
 
 from django.core.cache import cache
@@ -29,7 +30,7 @@ from assets import audit
 from assets.access import access_node, node_writable
 from memory.engine.weave import EDGE_WEIGHTS
 from memory.models import Edge, EdgeKind, Followup, Node, Visibility
-from memory.nearest import nearest_and_named_sql, nearest_sql, vector_literal
+from memory.nearest import RECENT_WINDOW, nearest_and_named_sql, nearest_sql, vector_literal
 from memory.selectors import visible_nodes
 from nylon_project import events
 from teams.models import Organization
@@ -218,6 +219,53 @@ def _candidates_of(nodes: list[Node]) -> dict[int, list[tuple[Node, float]]]:
     return out
 
 
+# Candidates of a node written without a vector (``NYLON_EMBEDDER=none``, or the embedder down):
+# the recent nodes of the same kind sharing most of its words (``ts_rank`` over any of its own
+# lexemes), the owner's and the shared audience's as for the nearest. Checked this way, not skipped:
+# with no embedder no contradiction was ever found, and nothing said so.
+_BY_WORDS = """
+SELECT w.id FROM (
+    SELECT m.id, m.search FROM memory_node m
+    WHERE m.org_id = %(org)s AND m.kind = %(kind)s AND m.id <> %(id)s AND m.deleted_at IS NULL
+      AND m.valid_to IS NULL AND {who}
+    ORDER BY m.id DESC LIMIT %(window)s) w, to_tsquery('simple', %(words)s) q
+WHERE w.search @@ q
+ORDER BY ts_rank(w.search, q) DESC, w.id DESC LIMIT %(limit)s
+"""
+# Lexemes safe to join into a query as they are (a lexeme may hold what tsquery syntax reads as operators).
+_PLAIN_LEXEME = re.compile(r"[a-z0-9]+")
+
+
+def _word_candidates_of(nodes: list[Node]) -> dict[int, list[tuple[Node, float]]]:
+    """``_candidates_of`` for nodes without a vector: by shared words, with no cosine (0.0: the judge
+    is asked only about pairs a rule flags)."""
+    found: dict[int, list[int]] = {}
+    with connection.cursor() as cur:
+        cur.execute("SELECT id, tsvector_to_array(search) FROM memory_node WHERE id = ANY(%s)", [[n.id for n in nodes]])
+        lexemes = {nid: [w for w in (words or []) if _PLAIN_LEXEME.fullmatch(w)] for nid, words in cur.fetchall()}
+        for node in nodes:
+            words = lexemes.get(node.id)
+            found[node.id] = []
+            if not words:
+                continue
+            owner_sql, owner_id = (("owner_agent_id", node.owner_agent_id) if node.owner_agent_id
+                                   else ("owner_user_id", node.owner_user_id))
+            params = {"org": node.org_id, "kind": node.kind, "id": node.id, "owner": owner_id, "team": node.team_id,
+                      "window": RECENT_WINDOW, "limit": 2 * CANDIDATES, "words": " | ".join(words)}
+            audience = _shared_audience(node)
+            for who in (f"m.{owner_sql} = %(owner)s",
+                        *([f"m.{owner_sql} IS DISTINCT FROM %(owner)s AND {audience}"] if audience else [])):
+                cur.execute(_BY_WORDS.format(who=who), params)
+                found[node.id] += [r[0] for r in cur.fetchall()]
+    others = Node.objects.defer("embedding").in_bulk({i for ids in found.values() for i in ids})
+    out: dict[int, list[tuple[Node, float]]] = {}
+    for nid, ids in found.items():
+        kept = [others[i] for i in ids if i in others and not heuristics.asks_only(others[i].text)
+                and not _model_answer(others[i])]
+        out[nid] = [(o, 0.0) for o in kept]
+    return out
+
+
 def _model_answer(node: Node) -> bool:
     """A model's reply the proxy wrote back: it restates memories (or the model's guesses), and the
     queue is for what people and agents stated. Two replies ("… length=0" / "… length=966") or a
@@ -282,8 +330,7 @@ def detect(*, org_id: int, node_ids: list[int]) -> int:
     if org is None:
         return 0
     cfg = llm.config_for(org)
-    nodes = list(Node.objects.filter(org_id=org_id, id__in=node_ids, deleted_at__isnull=True,
-                                     embedding__isnull=False))
+    nodes = list(Node.objects.filter(org_id=org_id, id__in=node_ids, deleted_at__isnull=True))
     created = 0
     judged = 0
     judge_down: llm.LlmError | None = None
@@ -292,7 +339,11 @@ def detect(*, org_id: int, node_ids: list[int]) -> int:
     seen: set[tuple[int, int]] = set()
     # A question asserts nothing, so contradicts nothing (nor is worth a judge call).
     nodes = [n for n in nodes if not heuristics.asks_only(n.text) and not _model_answer(n)]
-    candidates = _candidates_of(nodes) if nodes else {}
+    with_vector = [n for n in nodes if n.embedding is not None]
+    candidates = _candidates_of(with_vector) if with_vector else {}
+    without = [n for n in nodes if n.embedding is None]
+    if without:
+        candidates |= _word_candidates_of(without)
     pairs: list[tuple[Node, Node, float]] = []
     for node in nodes:
         for other, sim in candidates[node.id]:
