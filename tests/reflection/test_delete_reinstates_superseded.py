@@ -11,7 +11,6 @@ import pytest
 from django.test import Client
 
 from assets.models import AuditEvent
-from memory.cache import get_cache
 from memory.models import MemorySession, Node
 from memory.selectors import resonate_for
 from reflection import conflicts, services
@@ -21,16 +20,9 @@ from teams.auth import Actor
 from .helpers import weave
 from .test_conflicts import two_statements
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_cache")]
 
 QUERY = "Does Ana eat spicy food?"
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    get_cache().drop()
-    yield
-    get_cache().drop()
 
 
 def _hits(client) -> set[int]:
@@ -51,6 +43,12 @@ def _supersede(client, older: int, newer: int, keep: int) -> None:
 
 def _current(node_id: int) -> bool:
     return Node.objects.get(pk=node_id).valid_to is None
+
+
+def _third(client, text: str) -> int:
+    """A third statement of Ana's, a month after the second."""
+    return weave(client, "s3", turns=[{"speaker": "Ana", "text": text, "occurred_at": "2023-07-08T10:00:00Z"}],
+                 end=False)["node_ids"][0]
 
 
 def test_deleting_the_kept_memory_makes_the_superseded_one_current_again(world, client_for, no_llm):
@@ -103,8 +101,7 @@ def test_a_fact_superseded_with_its_turn_comes_back_with_it(world, client_for, n
 def test_another_current_superseder_keeps_it_retired(world, client_for, no_llm):
     c = client_for(world["a"].key)
     first, second = two_statements(world, client_for)
-    third = weave(c, "s3", turns=[{"speaker": "Ana", "text": "I never eat spicy food now.",
-                                   "occurred_at": "2023-07-08T10:00:00Z"}], end=False)["node_ids"][0]
+    third = _third(c, "I never eat spicy food now.")
     _supersede(c, first, second, keep=second)
     _supersede(c, first, third, keep=third)  # a second decision against the same memory
 
@@ -120,8 +117,7 @@ def test_another_current_superseder_keeps_it_retired(world, client_for, no_llm):
 def test_deleting_a_memory_that_was_itself_replaced_reinstates_nothing(world, client_for, no_llm):
     c = client_for(world["a"].key)
     first, second = two_statements(world, client_for)
-    third = weave(c, "s3", turns=[{"speaker": "Ana", "text": "Spicy food is fine again for me.",
-                                   "occurred_at": "2023-07-08T10:00:00Z"}], end=False)["node_ids"][0]
+    third = _third(c, "Spicy food is fine again for me.")
     _supersede(c, first, second, keep=second)
     _supersede(c, second, third, keep=third)  # the correction was corrected in turn
 

@@ -27,38 +27,44 @@ pytestmark = pytest.mark.django_db(transaction=True)
 THIRD = [{"speaker": "Ana", "text": "I never eat spicy food now.", "occurred_at": "2023-07-08T10:00:00Z"}]
 
 
-def _held(work, holding: threading.Event, release: threading.Event, errors: list) -> threading.Thread:
-    """``work`` in a transaction of its own thread, held open until ``release``."""
+def _race(first, second) -> tuple[list, list]:
+    """``first`` in a transaction of its own thread, held open while ``second`` starts in another:
+    ``second`` must wait for it (a row lock), then both finish. Returns each one's exceptions."""
+    holding, release = threading.Event(), threading.Event()
+    errors: tuple[list, list] = ([], [])
 
-    def run() -> None:
+    def run_first() -> None:
         try:
             with transaction.atomic():
-                work()
+                first()
                 holding.set()
                 release.wait(10)
         except Exception as exc:  # noqa: BLE001 - the test reads it
-            errors.append(exc)
+            errors[0].append(exc)
         finally:
             holding.set()
             connection.close()
 
-    t = threading.Thread(target=run)
-    t.start()
-    return t
-
-
-def _in_thread(work, errors: list) -> threading.Thread:
-    def run() -> None:
+    def run_second() -> None:
         try:
-            work()
+            second()
         except Exception as exc:  # noqa: BLE001
-            errors.append(exc)
+            errors[1].append(exc)
         finally:
             connection.close()
 
-    t = threading.Thread(target=run)
-    t.start()
-    return t
+    a = threading.Thread(target=run_first)
+    a.start()
+    assert holding.wait(10)
+    b = threading.Thread(target=run_second)
+    b.start()
+    b.join(1.0)
+    waited = b.is_alive()
+    release.set()
+    a.join(10)
+    b.join(10)
+    assert waited  # the second waited for the first's lock
+    return errors
 
 
 def test_a_delete_waits_for_a_resolution_that_supersedes_what_it_would_reinstate(world, client_for, no_llm):
@@ -70,17 +76,9 @@ def test_a_delete_waits_for_a_resolution_that_supersedes_what_it_would_reinstate
     _supersede(c, first, second, keep=second)  # second retired first
     conflict = Conflict.objects.create(org=a.org, node_a_id=first, node_b_id=third, reason="t", detector="rule")
 
-    holding, release, errors = threading.Event(), threading.Event(), []
-    resolving = _held(lambda: conflicts.resolve(actor=actor, conflict=conflict, action="supersede", keep_id=third),
-                      holding, release, errors)
-    assert holding.wait(10)
-    deleting = _in_thread(lambda: memory_services.node_delete(actor=actor, node=Node.objects.get(pk=second)), errors)
-    deleting.join(1.0)
-    assert deleting.is_alive()  # waiting for the resolution's lock on the first memory
-    release.set()
-    resolving.join(10)
-    deleting.join(10)
-    assert not errors
+    errors = _race(lambda: conflicts.resolve(actor=actor, conflict=conflict, action="supersede", keep_id=third),
+                   lambda: memory_services.node_delete(actor=actor, node=Node.objects.get(pk=second)))
+    assert errors == ([], [])
     # The third, still a memory, superseded the first: it stays retired.
     assert Node.objects.get(pk=first).valid_to is not None
     assert Edge.objects.filter(src_id=third, dst_id=first, kind="supersedes").exists()
@@ -93,19 +91,10 @@ def test_a_resolution_after_a_concurrent_delete_of_the_kept_memory_is_refused(wo
     first, second = two_statements(world, client_for)
     conflict = Conflict.objects.create(org=a.org, node_a_id=first, node_b_id=second, reason="t", detector="rule")
 
-    holding, release, errors = threading.Event(), threading.Event(), []
-    deleting = _held(lambda: memory_services.node_delete(actor=actor, node=Node.objects.get(pk=second)),
-                     holding, release, errors)
-    assert holding.wait(10)
-    refused: list = []
-    resolving = _in_thread(
-        lambda: conflicts.resolve(actor=actor, conflict=conflict, action="supersede", keep_id=second), refused)
-    resolving.join(1.0)
-    assert resolving.is_alive()  # waiting for the delete's lock on the kept memory
-    release.set()
-    deleting.join(10)
-    resolving.join(10)
-    assert not errors
+    deleted, refused = _race(
+        lambda: memory_services.node_delete(actor=actor, node=Node.objects.get(pk=second)),
+        lambda: conflicts.resolve(actor=actor, conflict=conflict, action="supersede", keep_id=second))
+    assert not deleted
     assert len(refused) == 1 and isinstance(refused[0], ValidationError)
     assert "was deleted" in str(refused[0].detail)
     assert Node.objects.get(pk=first).valid_to is None  # not retired by a deleted memory
