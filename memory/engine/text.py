@@ -631,6 +631,16 @@ def _season_occurrences(name: str, years: Iterable[int]) -> list[tuple[date, dat
     return out
 
 
+# A weekday set for a thing in the present tense is the coming one: "the cutover is scheduled for
+# Friday", "the demo is on Thursday", "moved to Monday", written on a Wednesday. (Read backwards,
+# as a bare weekday is, the plan was dated to the week before.) Not after "was"/"were": "the party
+# was on Friday" is the last one.
+_SET_FOR = re.compile(
+    r"(?<!\bwas )(?<!\bwere )\b(?:is|are|'s|'re|be|scheduled|planned|set|due|slated|booked|moved|pushed|"
+    r"postponed|rescheduled|starts?|begins?|happens?|lands?|ships?|launch(?:es)?|kicks\s+off)\s+"
+    r"(?:back\s+)?(?:(?:for|to|on|until|till)\s+)?(?:on\s+)?$", re.I)
+
+
 _FUTURE_RE = re.compile(
     r"\b(will|won't|gonna|going to|plan|plans|planning|upcoming|can't wait|looking forward|hope to|"
     r"hoping to|wanna|want to|intend|soon|shall|next|tomorrow|this coming)\b|'ll\b",
@@ -747,7 +757,8 @@ def _h_weekday(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool] | No
     if mod == "this":
         d = _add_days(_week_start(ref), target)
     else:
-        step = _direction(mod, ctx) if mod else (1 if ctx.future else -1)
+        future = ctx.future or (mod in ("", "on") and _SET_FOR.search(m.string, max(m.start() - 40, 0), m.start()))
+        step = _direction(mod, ctx) if mod not in ("", "on") else (1 if future else -1)
         if step >= 0:
             d = _add_days(ref, (target - ref.weekday()) % 7 or 7)
         else:

@@ -480,3 +480,21 @@ def test_a_weekday_apart_from_a_date_stays_its_own_mention():
 def test_a_holiday_before_a_date_takes_no_other_mention_with_it(text, days):
     """A holiday's weekday ("Cyber Monday") is no mention: the date after it dropped the one before."""
     assert [m.start for m in resolve_times(text, date(2026, 11, 11))] == days
+
+
+@pytest.mark.parametrize("text,day", [
+    # a weekday set for a thing in the present tense: the coming one (written on Wednesday 2 December)
+    ("the database cutover is scheduled for Friday.", "2026-12-04"),
+    ("we decided the cutover is on Friday.", "2026-12-04"),
+    ("The vendor demo is on Thursday.", "2026-12-03"),
+    ("The demo moved to Monday.", "2026-12-07"),
+    ("The release ships Friday.", "2026-12-04"),
+    # told of as past: the last one
+    ("The party was on Friday.", "2026-11-27"),
+    ("I went hiking on Friday.", "2026-11-27"),
+    ("On Friday I fixed the bug.", "2026-11-27"),
+    ("Friday was great.", "2026-11-27"),
+])
+def test_a_weekday_set_for_something_is_the_coming_one(text, day):
+    (m,) = resolve_times(text, date(2026, 12, 2))
+    assert str(m.start) == day
