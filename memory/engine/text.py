@@ -641,6 +641,9 @@ _SET_FOR = re.compile(
     r"(?:back\s+)?(?:(?:for|to|on|until|till)\s+)?(?:on\s+)?$", re.I)
 
 
+_IS_BEFORE = re.compile(r"\b(?:is|'s)\s+$", re.I)
+
+
 _FUTURE_RE = re.compile(
     r"\b(will|won't|gonna|going to|plan|plans|planning|upcoming|can't wait|looking forward|hope to|"
     r"hoping to|wanna|want to|intend|soon|shall|next|tomorrow|this coming)\b|'ll\b",
@@ -757,7 +760,12 @@ def _h_weekday(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool] | No
     if mod == "this":
         d = _add_days(_week_start(ref), target)
     else:
-        future = ctx.future or (mod in ("", "on") and _SET_FOR.search(m.string, max(m.start() - 40, 0), m.start()))
+        # (searched up to the match with its own start and end, so a word cut by the window's start
+        # cannot read as "is")
+        window = (m.string, max(m.start() - 40, 0), m.start())
+        if not mod and target == ref.weekday() and _IS_BEFORE.search(*window):
+            return ref, ref, "day", False  # "it's Friday", said on a Friday: today
+        future = ctx.future or (mod in ("", "on") and _SET_FOR.search(*window))
         step = _direction(mod, ctx) if mod not in ("", "on") else (1 if future else -1)
         if step >= 0:
             d = _add_days(ref, (target - ref.weekday()) % 7 or 7)
@@ -776,7 +784,8 @@ def _h_named_month(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool]:
         year = ref.year if month > ref.month else ref.year + 1
     elif mod == "this":
         year = ref.year
-    elif _direction(mod, ctx) > 0:
+    elif _direction(mod, ctx) > 0 or (mod in ("in", "during") and _SET_FOR.search(m.string, max(m.start() - 40, 0), m.start())):
+        # ("the offsite is in March", written in December, is next March, as a weekday set so is)
         year = ref.year if month >= ref.month else ref.year + 1
     else:
         year = ref.year if month <= ref.month else ref.year - 1

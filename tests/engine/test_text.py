@@ -494,6 +494,12 @@ def test_a_holiday_before_a_date_takes_no_other_mention_with_it(text, days):
     ("I went hiking on Friday.", "2026-11-27"),
     ("On Friday I fixed the bug.", "2026-11-27"),
     ("Friday was great.", "2026-11-27"),
+    # the day itself, said on it
+    ("Yay, it's Wednesday!", "2026-12-02"),
+    # a month set for something in the present tense, likewise
+    ("The offsite is in March.", "2027-03-01"),
+    ("The offsite was in March.", "2026-03-01"),
+    ("I went to Lisbon in March.", "2026-03-01"),
 ])
 def test_a_weekday_set_for_something_is_the_coming_one(text, day):
     (m,) = resolve_times(text, date(2026, 12, 2))
