@@ -594,10 +594,11 @@ def _date_focus(index, mentions: list[TimeMention], seedable: np.ndarray, now_da
     against today it is the nearest March 5, which in December is next year's, and a question
     about memory asks about the past.
 
-    Named days not yet over (``now_days``) also take the days a text looks ahead to: "What is
-    planned for December 15?" asked on December 2 can only be answered by what was said of the
-    15th before it, "the release is scheduled for December 15" (and the day's own words are out of
-    the lexical query, so nothing else found it)."""
+    Named days all still to come (after today, from ``now_days``) also take the days a text looks
+    ahead to: "What is planned for December 15?" asked on December 2 can only be answered by what
+    was said of the 15th before it, "the release is scheduled for December 15" (and the day's own
+    words are out of the lexical query, so nothing else found it). A span holding today ("today",
+    "this week") does not: a plan for today is not what happened today."""
     occ = index.col("occurred_at")
     inside = np.zeros(index.n, dtype=bool)
     all_node, all_first, all_last = index.day_refs()
@@ -610,24 +611,23 @@ def _date_focus(index, mentions: list[TimeMention], seedable: np.ndarray, now_da
             past = ref_last <= np.floor(occ[ref_node])
         ref_node, ref_first, ref_last = ref_node[past], ref_first[past], ref_last[past]
     today = math.floor(now_days) if math.isfinite(now_days) else math.inf
-    one_day = ref_md = None
-    if ref_node.size and any(m.yearless for m in mentions):
-        one_day = ref_first == ref_last
-        ref_md = _month_day(ref_first.astype(np.float64))
     with np.errstate(invalid="ignore"):  # NaN (no time) compares False
         for m in mentions:
+            lo, hi = (m.start - _EPOCH).days, (m.end - _EPOCH).days + 1
+            # Days all still to come take plans too; a span holding today or before it ("today",
+            # "this week") only what was said of its days once they had come.
+            node, first, last = (all_node, all_first, all_last) if lo > today else (ref_node, ref_first, ref_last)
             if m.yearless:
                 md = m.start.month * 100 + m.start.day
                 inside |= _month_day(occ) == md
-                if ref_md is not None:
-                    inside[ref_node[one_day & (ref_md == md)]] = True
+                if node.size:
+                    one_day = first == last
+                    inside[node[one_day & (_month_day(first.astype(np.float64)) == md)]] = True
             else:
-                lo, hi = (m.start - _EPOCH).days, (m.end - _EPOCH).days + 1
                 inside |= (occ >= lo) & (occ < hi)
                 # A text that speaks of days inside the named ones ("yesterday I fixed the retry
                 # bug", written the day after): what it says happened then. Containment, not
                 # overlap: "last week" does not put a text on every day of that week.
-                node, first, last = (all_node, all_first, all_last) if hi > today else (ref_node, ref_first, ref_last)
                 if node.size:
                     inside[node[(first >= lo) & (last < hi)]] = True
     return inside & seedable

@@ -297,17 +297,18 @@ def ref_resonate(index: TenantIndex, query_text: str, qvec, allowed, params: Res
             if (m.end - m.start).days >= params.date_max_span_days:
                 continue
             named = True
+            lo, hi = (m.start - epoch).days, (m.end - epoch).days + 1
+            said_of = refs_all if lo > today else refs  # days all to come take plans too
             for i in range(n):
                 if not seedable[i]:
                     continue
                 if m.yearless:  # that month and day in any year
                     days = [] if math.isnan(occ[i]) else [epoch + timedelta(days=math.floor(occ[i]))]
-                    days += [a for a, b in refs.get(i, []) if a == b]  # a reference to that one day
+                    days += [a for a, b in said_of.get(i, []) if a == b]  # a reference to that one day
                     if any((d.month, d.day) == (m.start.month, m.start.day) for d in days):
                         in_dates.add(i)
                     continue
-                lo, hi = (m.start - epoch).days, (m.end - epoch).days + 1
-                said = (refs_all if hi > today else refs).get(i, [])
+                said = said_of.get(i, [])
                 if (not math.isnan(occ[i]) and lo <= occ[i] < hi) or any(m.start <= a and b <= m.end for a, b in said):
                     in_dates.add(i)
     if in_dates:

@@ -92,12 +92,22 @@ def test_a_day_not_yet_over_takes_what_was_planned_for_it(world, client_for):
     plan = Node.objects.get(org=world["a"].org, text__startswith="The mobile app release")
     assert plan.time_refs[0]["start"] == str(ahead)  # the premise: the day it looks ahead to
 
-    hits = _hits(c, f"What is planned on {_day(ahead)}?")
-    assert hits[0]["node_id"] == plan.id, [(h["node_id"], h["text"]) for h in hits]
-    assert hits[0]["explanation"]["channels"]["date"] == 1
+    for asked in (_day(ahead), f"{ahead:%B} {ahead.day}"):  # with its year, and without (yearless)
+        hits = _hits(c, f"What is planned on {asked}?")
+        assert hits[0]["node_id"] == plan.id, (asked, [(h["node_id"], h["text"]) for h in hits])
+        assert hits[0]["explanation"]["channels"]["date"] == 1
 
     demo = Node.objects.get(org=world["a"].org, text__startswith="The vendor demo")
     hits = _hits(c, f"What happened on {_day(gone)}?")
     dates = {h["node_id"]: h["explanation"]["channels"]["date"] for h in hits}
     migrated = Node.objects.get(org=world["a"].org, text__startswith="We migrated").id
     assert dates.get(migrated) is not None and dates.get(demo.id) is None
+
+    # today is not over, but a plan for today is not what happened today
+    r = c.post("/api/v1/memories/weave-session", {"session_key": "plan-today", "visibility": "org", "turns": [
+        {"speaker": "Ben", "text": f"The invoice service cutover is planned for {today:%B} {today.day}, {today.year}.",
+         "occurred_at": f"{today - timedelta(days=7)}T10:00:00Z"}]}, format="json")
+    assert r.status_code == 201, r.content
+    for_today = r.json()["node_ids"][0]
+    dates = {h["node_id"]: h["explanation"]["channels"]["date"] for h in _hits(c, "What happened today?")}
+    assert dates.get(for_today) is None
