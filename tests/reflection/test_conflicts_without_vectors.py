@@ -56,3 +56,11 @@ def test_without_vectors_another_owners_private_memory_is_no_candidate(world, cl
     assert conflicts.detect(org_id=a.org.id, node_ids=[other]) >= 1
     pairs = set(Conflict.objects.values_list("node_a_id", "node_b_id"))
     assert (shared, other) in pairs and not {p for p in pairs if mine in p and theirs in p}
+
+
+def test_words_of_any_script_find_candidates(world, client_for, no_llm, no_embedder):
+    c = client_for(world["a"].key)
+    first = _write(c, "s1", "Резервное копирование запускается в час ночи.", "2026-11-20T09:00:00Z")
+    second = _write(c, "s2", "Резервное копирование запускается в четыре утра.", "2026-11-24T09:00:00Z")
+    found = conflicts._word_candidates_of([Node.objects.get(pk=second)])
+    assert [o.id for o, _ in found[second]] == [first]
