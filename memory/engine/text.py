@@ -632,16 +632,24 @@ def _season_occurrences(name: str, years: Iterable[int]) -> list[tuple[date, dat
 
 
 # A weekday set for a thing in the present tense is the coming one: "the cutover is scheduled for
-# Friday", "the demo is on Thursday", "moved to Monday", written on a Wednesday. (Read backwards,
-# as a bare weekday is, the plan was dated to the week before.) Not after "was"/"were": "the party
-# was on Friday" is the last one.
+# Friday", "the demo is on Thursday", "moved to Monday", "the release ships Friday", written on a
+# Wednesday. (Read backwards, as a bare weekday is, the plan was dated to the week before.) Only
+# where the words can be nothing else: a copula ("is", "are"; not "was"), a participle or past verb
+# with the day as its goal ("scheduled for", "moved to"; "he moved on Monday", "I pushed on Friday"
+# are past), a verb in the third person present ("ships", "starts"; not "launch", a noun in "the
+# launch on Friday went smoothly"). Earlier days of a list count as the verb's too ("is on Monday
+# or Tuesday").
+_WD_WORD = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
 _SET_FOR = re.compile(
-    r"(?<!\bwas )(?<!\bwere )\b(?:is|are|'s|'re|be|scheduled|planned|set|due|slated|booked|moved|pushed|"
-    r"postponed|rescheduled|starts?|begins?|happens?|lands?|ships?|launch(?:es)?|kicks\s+off)\s+"
-    r"(?:back\s+)?(?:(?:for|to|on|until|till)\s+)?(?:on\s+)?$", re.I)
+    r"(?:(?<!\bwas )(?<!\bwere )\b(?:is|are|be)\s+(?:(?:on|for)\s+)?"
+    r"|\b(?:scheduled|planned|set|slated|booked|moved|pushed|postponed|rescheduled)\s+(?:back\s+)?(?:for|to|until|till)\s+"
+    r"|\bdue\s+(?:on\s+)?"
+    r"|\b(?:starts|begins|happens|lands|ships|launches|kicks\s+off)\s+(?:on\s+)?)"
+    rf"(?:(?:on\s+)?{_WD_WORD}\s*(?:,\s*|\s+(?:or|and|to)\s+|\s*[-/]\s*))*$", re.I)
 
 
-_IS_BEFORE = re.compile(r"\b(?:is|'s)\s+$", re.I)
+# "it's Friday", "the demo is on Friday", said on a Friday: that day
+_IS_BEFORE = re.compile(r"(?:\bis|\bit's)\s+$", re.I)
 
 
 _FUTURE_RE = re.compile(
@@ -763,7 +771,7 @@ def _h_weekday(m: re.Match[str], ctx: _Ctx) -> tuple[date, date, str, bool] | No
         # (searched up to the match with its own start and end, so a word cut by the window's start
         # cannot read as "is")
         window = (m.string, max(m.start() - 40, 0), m.start())
-        if not mod and target == ref.weekday() and _IS_BEFORE.search(*window):
+        if mod in ("", "on") and target == ref.weekday() and _IS_BEFORE.search(*window):
             return ref, ref, "day", False  # "it's Friday", said on a Friday: today
         future = ctx.future or (mod in ("", "on") and _SET_FOR.search(*window))
         step = _direction(mod, ctx) if mod not in ("", "on") else (1 if future else -1)

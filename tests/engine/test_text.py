@@ -494,8 +494,15 @@ def test_a_holiday_before_a_date_takes_no_other_mention_with_it(text, days):
     ("I went hiking on Friday.", "2026-11-27"),
     ("On Friday I fixed the bug.", "2026-11-27"),
     ("Friday was great.", "2026-11-27"),
+    # nouns, past verbs and possessives before a weekday: no plan
+    ("The launch on Friday went smoothly.", "2026-11-27"),
+    ("I pushed on Friday and CI went red.", "2026-11-27"),
+    ("He moved on Monday.", "2026-11-30"),
+    ("Ana's Friday demo went well.", "2026-11-27"),
+    ("The report is due Friday.", "2026-12-04"),
     # the day itself, said on it
     ("Yay, it's Wednesday!", "2026-12-02"),
+    ("The demo is on Wednesday.", "2026-12-02"),
     # a month set for something in the present tense, likewise
     ("The offsite is in March.", "2027-03-01"),
     ("The offsite was in March.", "2026-03-01"),
@@ -504,3 +511,8 @@ def test_a_holiday_before_a_date_takes_no_other_mention_with_it(text, days):
 def test_a_weekday_set_for_something_is_the_coming_one(text, day):
     (m,) = resolve_times(text, date(2026, 12, 2))
     assert str(m.start) == day
+
+
+def test_every_weekday_of_a_list_set_for_something_is_a_coming_one():
+    got = [str(m.start) for m in resolve_times("The demo is on Monday or Tuesday.", date(2026, 12, 2))]
+    assert got == ["2026-12-07", "2026-12-08"]
