@@ -525,11 +525,11 @@ def _resolve(*, actor, conflict: Conflict, action: str, keep_id: int | None, req
     detail = {"action": action, "keep": keep_id, "nodes": [c.node_a_id, c.node_b_id]}
     if action == "supersede":
         keep, old = (c.node_a, c.node_b) if keep_id == c.node_a_id else (c.node_b, c.node_a)
-        # Both rows locked, the kept one first, and read again: a delete of the kept memory locks it
-        # (then what it had superseded, as here), so a resolution and a delete racing each other run
-        # one after the other. Without the locks a delete could hand the old memory its place back
-        # while this resolution retired it again unseen, or this could keep a memory deleted meanwhile.
-        keep, old = (Node.objects.select_for_update(no_key=True).get(pk=n.pk) for n in (keep, old))
+        # The conflict's row was read FOR UPDATE joined with its two memories, which locks their rows
+        # too (in id order) and reads them as a racing writer left them: a delete of either waits for
+        # this, or this for it (``memory.services._reinstate_superseded`` locks what it would hand a
+        # place back to). So a delete cannot reinstate the old memory while this retires it unseen,
+        # and a memory deleted meanwhile is not kept.
         if keep.deleted_at is not None:
             raise ValidationError({"keep": [f"Memory {keep.pk} was deleted: keep the other, or keep both."]})
         if keep.valid_to is not None:
