@@ -385,14 +385,8 @@ class BM25Index:
                 if touched.size <= k:
                     break
                 tid, c, _bound = by_bound[j]
-                slots = np.frombuffer(self._post_slots[tid], dtype=np.int32)
-                pos = np.searchsorted(slots, touched)
-                pos[pos == slots.size] = 0
-                hit = slots[pos] == touched
-                if hit.any():
-                    tf = np.frombuffer(self._post_tf[tid], dtype=np.uint16)[pos[hit]].astype(np.float64)
-                    contrib = c * tf
-                    contrib /= tf + at_norm[hit]
+                hit, contrib = self._contrib_at(tid, c, touched, at_norm)
+                if contrib is not None:
                     partial[hit] += contrib
                 theta = max(theta, kth_largest(partial, k))
                 keep = partial + rest[j + 1] >= theta * (1.0 - 1e-9)
@@ -400,17 +394,27 @@ class BM25Index:
         final = np.zeros(touched.size, dtype=np.float64)
         at_norm = norm.take(touched)
         for tid, c, _bound in scored:  # query order
-            slots = np.frombuffer(self._post_slots[tid], dtype=np.int32)
-            pos = np.searchsorted(slots, touched)
-            pos[pos == slots.size] = 0
-            hit = slots[pos] == touched
-            if not hit.any():
-                continue
-            tf = np.frombuffer(self._post_tf[tid], dtype=np.uint16)[pos[hit]].astype(np.float64)
-            contrib = c * tf
-            contrib /= tf + at_norm[hit]
-            final[hit] += contrib
+            hit, contrib = self._contrib_at(tid, c, touched, at_norm)
+            if contrib is not None:
+                final[hit] += contrib
         return _topk(self._slot_local.view[touched], final, k)
+
+    def _contrib_at(
+        self, tid: int, c: float, slots: np.ndarray, at_norm: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Which of the sorted ``slots`` (int32) hold the term, and its contribution to each of those
+        (``at_norm``: their length normalisation), computed as the full query computes it; None
+        when none does."""
+        posting = np.frombuffer(self._post_slots[tid], dtype=np.int32)
+        pos = np.searchsorted(posting, slots)
+        pos[pos == posting.size] = 0
+        hit = posting[pos] == slots
+        if not hit.any():
+            return hit, None
+        tf = np.frombuffer(self._post_tf[tid], dtype=np.uint16)[pos[hit]].astype(np.float64)
+        contrib = c * tf
+        contrib /= tf + at_norm[hit]
+        return hit, contrib
 
     def _bound(self, tid: int) -> tuple[int, int]:
         """(largest tf, shortest document) over the term's postings, dead slots included."""
