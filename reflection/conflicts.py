@@ -289,7 +289,14 @@ def _same_subject(a: Node, b: Node) -> bool:
     """Different speakers' "I" are different people: Ana's "I eat spicy food" and Ben's "I don't"
     do not contradict. A statement about the work ("the staging cluster runs Redis 6.2", "we deploy
     on Fridays") has one subject whoever reports it — two agents of a team have two speakers — so the
-    speaker tells subjects apart only where a statement speaks of its speaker."""
+    speaker tells subjects apart only where a statement speaks of its speaker.
+
+    Likewise two teams' "we": the platform team's "We run Node 18" and the web team's "We upgraded to
+    Node 20" are two groups' tools, when both speak of their group and each was written to its own
+    team's memory (an org-wide note has no team to tell its "we" by)."""
+    if (a.team_id and b.team_id and a.team_id != b.team_id
+            and heuristics.first_person_plural(a.text) and heuristics.first_person_plural(b.text)):
+        return False
     if not a.speaker or not b.speaker or a.speaker.strip().lower() == b.speaker.strip().lower():
         return True
     return not (heuristics.first_person_singular(a.text) or heuristics.first_person_singular(b.text))

@@ -145,6 +145,15 @@ def first_person_singular(text: str) -> bool:
     return bool(_FIRST_SINGULAR.search(_QUOTED.sub(" ", text)))
 
 
+# "We", "our": the speaker's group. Lower-case "us" only: "US" is a country.
+_FIRST_PLURAL = re.compile(r"(?i:\b(?:we|our|ours|ourselves)\b)|\bus\b")
+
+
+def first_person_plural(text: str) -> bool:
+    """Whether the text speaks of its speaker's group ("we", "our"), outside quoted speech."""
+    return bool(_FIRST_PLURAL.search(_QUOTED.sub(" ", text)))
+
+
 def _sub_outside(keep: re.Pattern[str], pattern: str, repl: str, text: str) -> str:
     """re.sub of pattern everywhere except inside the spans matched by keep."""
     parts, last = [], 0
