@@ -698,8 +698,10 @@ def _left_place(a_text: str, b_text: str, a: Statement, b: Statement) -> str | N
 # "Production runs Postgres 15" vs "We migrated production to Postgres 16": one states what a system
 # runs, the other that it was changed to another version of the same thing, in different words.
 _RUNS = r"(?:runs?|running|uses?|using|is|are|is\s+on|are\s+on|'s\s+on|'re\s+on|stays?\s+on|still\s+on|pinned\s+to)"
-_CHANGED_TO = (r"(?:migrated|migrating|moved|moving|upgraded|upgrading|downgraded|downgrading|switched|"
-               r"switching|updated|bumped|rolled\s+back|went)\b[^.;:!?]*?\bto")
+_CHANGED_TO = (r"(?:(?:migrated|migrating|moved|moving|upgraded|upgrading|downgraded|downgrading|switched|"
+               r"switching|updated|bumped|rolled\s+back|went)\b[^.;:!?]*?\bto|"
+               # the version given as the current one: "staging is now on Redis 7.4"
+               r"(?:is|are|'s|'re)\s+now(?:\s+(?:on|at|running|using))?)")
 # A version right after a name: "Postgres 16", "Redis 7.4", "Python 3.12"; not a quantity ("26 minutes").
 _VERSION_OF = r"(?:the\s+)?(?:[a-z][\w-]*\s+){{0,2}}?{name}\s+v?(\d+(?:\.\d+)*)(?![\w.]*\s*(?:%|percent|minutes?|mins?|" \
               r"hours?|days?|weeks?|months?|years?|seconds?|secs?|ms|gb|mb|tb|kb|times|x)\b)"
@@ -1027,6 +1029,10 @@ def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | 
                 # "now" moves a date, not any number ("the API timeout is now 30 seconds")
                 if not moved and not (x.is_day and y.is_day):
                     continue
+                # a bare number no day or hour can be is a value moved ("bumped the max pool size to
+                # 50"): the changed-value rule names it so, not "rescheduled"
+                if not x.is_day and any(w.isdigit() and int(w) > 31 for w in x.when | y.when):
+                    continue
                 if not x.what or not y.what or not (x.what <= y.what or y.what <= x.what):
                     continue
                 # a scope narrows a date given "now"; after a move's date "for" more often says whom it
@@ -1224,6 +1230,11 @@ _AGENT = re.compile(r"(?:^|(?<=[,:;]))\s*(?:(?:the|our)\s+)?(?:(?-i:[A-Z][\w-]{0
                     r"(?:\s+(?:just|finally|already|also|officially|have|has|had|then))*\s*$", re.I)
 
 
+def _shape(name: str) -> str:
+    """A name's letters and digits as classes: "db-3" and "db-7" are "a-0", "abc123" is "a0"."""
+    return re.sub(r"[^\W\d_]+", "a", re.sub(r"\d+", "0", name.lower()))
+
+
 def _changed_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
     """One side says a thing's value changed ("… is cut to 25k", "we cut the ads budget to 25k", "…
     changed to 9021", "… is now 12") and the other gives the same thing another value: the thing is
@@ -1245,9 +1256,10 @@ def _changed_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str 
         after = rest[change.end():]
         new = {n for n in statement(after).numbers if 0 <= after.lower().find(n) < 12}  # the value the change names
         first = _Y_TOKEN.match(after)
+        moved_to = ""
         if first and _IDENT_VALUE.fullmatch(value := first.group(0).rstrip(".,:;").lower()) and not _NUM.match(value):
             if change.group(0).lower().startswith("mov"):
-                continue  # moved "to vault-2", "to eu-west-1": to a place, not a value
+                moved_to = value
             new = {value}  # "is now orchid77", "changed to PX-9902" (not the 2 of "us-east-2")
         if len(thing) < 2 or not new:
             continue
@@ -1255,6 +1267,11 @@ def _changed_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str 
                         frozenset(t for t in re.findall(r"\d+", rest[:change.start()]) if _YEAR.match(t)),
                         frozenset(re.findall(r"[a-z0-9][\w'-]*", f"{before} {change['obj'] or ''}".lower())))
         if old is None or old in new:
+            continue
+        # Moved "to vault-2" is most often moved to a place ("the API key is abc123" is not its
+        # vault); moved to a name of the old value's shape is its new value ("the primary database
+        # host is db-3" / "... moved to db-7", "us-east-1" / "eu-west-1").
+        if moved_to and _shape(moved_to) != _shape(old):
             continue
         said = re.sub(r"(?:\s+(?:is|are|was|were|has|have|had|been|be|got|gets|just|now))+\s*$", "",
                       rest[:change.start()].strip(), flags=re.I)

@@ -1,0 +1,74 @@
+"""Conflict rules on three ordinary infrastructure changes the rules missed or misnamed:
+
+1. a version given as the current one ("Staging is now on Redis 7.4") against the one said to run
+   ("Staging uses Redis 6.2"): only "moved/upgraded ... to" counted as a change;
+2. a host or region moved to a name of the old value's shape ("the primary database host is db-3" /
+   "... moved to db-7"): every "moved to <name>" was read as a move to a place, as "we moved the API
+   key to vault-2" is;
+3. a setting bumped to a number no day or hour can be ("max pool size is 20" / "bumped ... to 50")
+   was named "rescheduled".
+
+Each with its negatives; every pair both ways.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from memory.engine.text import extract_entities
+from reflection.heuristics import conflict_reason
+
+
+def _reason(a: str, b: str) -> str | None:
+    return conflict_reason(a, b, extract_entities(a), extract_entities(b))
+
+
+@pytest.mark.parametrize(("a", "b", "old", "new"), [
+    ("Staging uses Redis 6.2.", "Staging is now on Redis 7.4.", "6.2", "7.4"),
+    ("The build image runs Python 3.11.", "The build image is now running Python 3.12.", "3.11", "3.12"),
+    ("We run Node 18.", "We're now on Node 20.", "18", "20"),
+])
+def test_a_version_given_as_the_current_one_conflicts(a, b, old, new):
+    for x, y in ((a, b), (b, a)):
+        why = _reason(x, y)
+        assert why and why.startswith("different number or date") and old in why and new in why
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("Staging runs Redis 6.2.", "Production is now on Redis 7.4."),  # another subject
+    ("Staging runs Redis 7.4.", "Staging is now on Redis 7.4."),  # the same version
+    ("We run Node 18.", "Node 20 is now out."),  # news of a release, not a move
+])
+def test_another_subject_or_the_same_version_is_no_conflict(a, b):
+    assert _reason(a, b) is None and _reason(b, a) is None
+
+
+@pytest.mark.parametrize(("a", "b", "old", "new"), [
+    ("The primary database host is db-3.", "The primary database host moved to db-7.", "db-3", "db-7"),
+    ("The primary database host is db-3.", "We moved the primary database host to db-7.", "db-3", "db-7"),
+    ("The default region is us-east-1.", "We moved the default region to eu-west-1.", "us-east-1", "eu-west-1"),
+])
+def test_a_name_moved_to_another_of_its_shape_conflicts(a, b, old, new):
+    for x, y in ((a, b), (b, a)):
+        why = _reason(x, y)
+        assert why and why.startswith("changed value") and old in why and new in why
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("The API key is abc123.", "We moved the API key to vault-2."),  # stored somewhere, not changed
+    ("The primary database host is db-3.", "We moved the backups to db-7."),  # another thing moved
+])
+def test_a_move_to_a_place_or_of_another_thing_is_no_conflict(a, b):
+    assert _reason(a, b) is None and _reason(b, a) is None
+
+
+def test_a_number_no_day_can_be_is_a_changed_value_not_a_reschedule():
+    a, b = "Max pool size is 20.", "We bumped the max pool size to 50."
+    for x, y in ((a, b), (b, a)):
+        why = _reason(x, y)
+        assert why and why.startswith("changed value") and "20" in why and "50" in why
+
+
+def test_a_time_moved_is_still_rescheduled():
+    assert (_reason("The standup is at 9.", "We moved the standup to 10.") or "").startswith("rescheduled")
+    assert (_reason("The demo is on the 12th.", "The demo moved to the 19th.") or "").startswith("rescheduled")
