@@ -1678,6 +1678,120 @@ def _gave_up(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None
     return None
 
 
+# "The design review is on Friday" vs "The design review was cancelled": an event one side dates and
+# the other calls off. Passive ("was cancelled", "is called off", a headline's "Design review
+# cancelled") or active ("we cancelled the design review"); the thing called off is the words before
+# the passive or after the active verb.
+_CALLED_OFF = r"(?:cancell?ed|called\s+off|scrapped)"
+_CANCEL_PASSIVE = re.compile(rf"\s*(?:\b(?:is|was|were|are|has\s+been|have\s+been|got|gets|been|be)\s+)?(?:now\s+)?"
+                             rf"(?:officially\s+)?\b{_CALLED_OFF}\b", re.I)
+_CANCEL_ACTIVE = re.compile(r"\b(?:cancel(?:s|led|ed)?|call(?:s|ed)?\s+off|scrap(?:s|ped)?)\s+(?P<obj>.+)$", re.I)
+_CANCEL_WORDS = frozenset({"cancel", "cancels", "cancelled", "canceled", "call", "calls", "called", "off", "scrap",
+                           "scraps", "scrapped", "officially", "got", "gets"})
+
+
+def _days_named(text: str) -> frozenset[str]:
+    """The days a text names, written alike: "March 3" and "3rd of March" are "3 mar", "Friday" "friday"."""
+    out = set()
+    for m in _DATE_RE.finditer(text):
+        out.add(f"{int(m['d1'] or m['d2'])} {(m['m1'] or m['m2']).lower()[:3]}")
+    out |= {w for w in re.findall(r"[a-z]+", text.lower()) if w.rstrip("s") in _WEEKDAYS}
+    return frozenset(w.rstrip("s") if w.rstrip("s") in _WEEKDAYS else w for w in out)
+
+
+def _called_off(text: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """What the text calls off (its words) and the days it names, or None."""
+    for sentence in _sentences(text):
+        clause = _REASON.sub("", _LEAD_IN.sub("", sentence, count=1), count=1).strip().rstrip(".!")
+        passive = _CANCEL_PASSIVE.search(clause)
+        active = _CANCEL_ACTIVE.search(clause)
+        if passive and not clause[passive.end():].strip(" ,;:-—"):
+            words = clause[:passive.start()]
+        elif active and (passive is None or not re.search(r"\b(?:is|was|were|are|been|be|got|gets)\s*$",
+                                                          clause[:passive.start()], re.I)):
+            words = active["obj"]
+        elif passive:
+            words = clause[:passive.start()]
+        else:
+            continue
+        days = _days_named(clause)
+        thing = statement(words).core - _NOT_SUBJECT - _WHEN_WORDS - _DAY_WORDS - _MONTH_SHORT - _CANCEL_WORDS
+        return (thing, days) if thing else None
+    return None
+
+
+def _cancelled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
+    """One side calls off what the other gives a day ("the design review is on Friday" vs "the
+    design review was cancelled"): the same thing (one side's words within the other's), and not
+    another day's ("the March 3 review was cancelled" leaves the one on March 10). Not when the calling
+    off is denied, proposed or weighed ("we might cancel ..."), nor when both call it off."""
+    for x_text, y_text, x in ((a_text, b_text, a), (b_text, a_text, b)):
+        if x.negated or _NOT_DONE.search(x_text) or _called_off(y_text):
+            continue
+        off = _called_off(x_text)
+        if off is None:
+            continue
+        thing, days = off
+        for dated in (_dated(y_text[s:e]) for spans in _date_clause_spans(y_text) for s, e in spans):
+            if dated.st.negated or not dated.is_day or not dated.what:
+                continue
+            if not (thing <= dated.what or dated.what <= thing):
+                continue
+            if days and not days & _days_named(dated.text):
+                continue
+            return f"called off: {', '.join(_when_words(dated.text, dated.st))} vs cancelled"
+    return None
+
+
+# A state and its opposite: "the office is closed on Friday" vs "... open on Friday", "the feature
+# flag is enabled" vs "... disabled". Transient status words (green/red, passing/failing, up/down) are
+# not here: two days' statuses are two days' reports, not one statement contradicted.
+_OPPOSITES = {frozenset(p) for p in (
+    ("open", "closed"), ("enabled", "disabled"), ("on", "off"),
+    ("allowed", "forbidden"), ("allowed", "prohibited"), ("allowed", "banned"), ("permitted", "forbidden"),
+    ("required", "optional"), ("mandatory", "optional"), ("public", "private"), ("active", "inactive"),
+    ("available", "unavailable"), ("supported", "unsupported"), ("included", "excluded"),
+    ("approved", "rejected"), ("accepted", "rejected"), ("accepted", "declined"), ("locked", "unlocked"),
+    ("visible", "hidden"), ("remote", "onsite"), ("remote", "in-person"), ("paid", "unpaid"),
+    ("synchronous", "asynchronous"), ("sync", "async"), ("free", "paid"), ("internal", "external"),
+)}
+# Words that do not change what is stated of the thing: "now", "still", the copula.
+_STATE_FILLER = frozenset({"now", "currently", "still", "again", "is", "are", "was", "were", "be", "been", "being",
+                           "has", "have", "the", "a", "an", "officially", "actually", "will", "remain", "remains",
+                           "stay", "stays", "become", "becomes", "became", "made", "set", "to"})
+
+
+_STATED_AS = (r"\b(?:is|are|was|were|be|been|being|stays?|remains?|becomes?|became|'s|'re|turned|set\s+to|made)"
+              r"\s+(?:(?:now|still|officially|actually|currently|again)\s+)*{w}\b")
+_RELATIVE_DAY = re.compile(r"\b(?:today|tonight|tomorrow|yesterday|right\s+now|at\s+the\s+moment|this\s+"
+                           r"(?:morning|afternoon|evening|week|weekend))\b", re.I)
+_PRONOUNS = frozenset({"it", "its", "this", "that", "they", "them", "these", "those", "we", "i", "you", "he", "she"})
+
+
+def _opposite_state(a_text: str, b_text: str) -> str | None:
+    """The same statement with one word turned to its opposite, and nothing else changed."""
+    wa = [w for w in re.findall(r"[a-z][a-z'-]*|\d[\w.:-]*", a_text.lower()) if w not in _STATE_FILLER]
+    wb = [w for w in re.findall(r"[a-z][a-z'-]*|\d[\w.:-]*", b_text.lower()) if w not in _STATE_FILLER]
+    only_a, only_b = set(wa) - set(wb), set(wb) - set(wa)
+    if len(only_a) != 1 or len(only_b) != 1 or not (set(wa) & set(wb)) - _PRONOUNS:
+        return None
+    x, y = next(iter(only_a)), next(iter(only_b))
+    if frozenset((x, y)) not in _OPPOSITES:
+        return None
+    # said of the thing ("the repo is private"), not naming it ("private repos are on GitHub" and
+    # "public repos are on GitHub" are two things)
+    if not (re.search(_STATED_AS.format(w=re.escape(x)), a_text, re.I)
+            and re.search(_STATED_AS.format(w=re.escape(y)), b_text, re.I)):
+        return None
+    # "the office is closed today" and, another day, "... open today": each day's state
+    if _RELATIVE_DAY.search(a_text) or _RELATIVE_DAY.search(b_text):
+        return None
+    # the same words in the same order but the one: "open" of one thing and "closed" of another is not it
+    if [w for w in wa if w != x] != [w for w in wb if w != y]:
+        return None
+    return f"opposite state for the same statement: {x} vs {y}"
+
+
 # A role one holds at a time: "Tom is the tech lead for the mobile app" and "Rachel is the tech lead
 # for the mobile app" contradict each other; "Kenji is out sick today" and "Maria is out sick today" do
 # not. The role must be what the statement says of the people it opens with — "<actors> (is|will be)
@@ -1960,10 +2074,14 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
     changed = (_changed_version(a_text, b_text, a, b) or _rescheduled(a_text, b_text, a, b)
                or _event_date(a_text, b_text, a, b) or _changed_value(a_text, b_text, a, b)
                or _contrasted_value(a_text, b_text, a, b) or _value_with_detail(a_text, b_text, a, b)
-               or _gave_up(a_text, b_text, a, b)
+               or _gave_up(a_text, b_text, a, b) or _cancelled(a_text, b_text, a, b)
                or _handed_over(a_text, b_text) or _other_value(a_text, b_text, a, b))
     if changed:
         return changed
+    if a.negated == b.negated:
+        flipped = _opposite_state(a_text, b_text)
+        if flipped:
+            return flipped
     overlap = len(a.core & b.core) / len(a.core | b.core)
     # (what is denied must be what is stated: "the password is not orchid77" denies nothing of "tulip42")
     if (a.negated != b.negated and overlap >= 0.8 and a.numbers == b.numbers and a.places == b.places

@@ -72,3 +72,81 @@ def test_a_number_no_day_can_be_is_a_changed_value_not_a_reschedule():
 def test_a_time_moved_is_still_rescheduled():
     assert (_reason("The standup is at 9.", "We moved the standup to 10.") or "").startswith("rescheduled")
     assert (_reason("The demo is on the 12th.", "The demo moved to the 19th.") or "").startswith("rescheduled")
+
+
+# 4. an event one side dates and the other calls off
+
+
+@pytest.mark.parametrize("off", [
+    "The design review was cancelled.",
+    "We cancelled the design review.",
+    "Design review cancelled because half the team is out.",
+    "Friday's design review is called off.",
+    "Update: the design review got scrapped.",
+])
+def test_an_event_called_off_conflicts_with_its_date(off):
+    dated = "The design review is on Friday."
+    for x, y in ((dated, off), (off, dated)):
+        assert (_reason(x, y) or "").startswith("called off: Friday")
+
+
+@pytest.mark.parametrize(("dated", "off"), [
+    ("The design review is on Friday.", "The standup was cancelled."),  # another event
+    ("The design review is on Friday.", "Monday's design review is called off."),  # another day's
+    ("The design review is on March 10.", "The March 3 design review was cancelled."),
+    ("The design review is on Friday.", "We might cancel the design review."),  # weighed only
+    ("The design review is on Friday.", "The design review was not cancelled."),  # denied
+    ("The design review was cancelled.", "The design review is cancelled."),  # both call it off
+    ("We use Datadog for monitoring.", "We cancelled the subscription to Datadog."),  # no day given
+])
+def test_no_conflict_when_the_called_off_is_another_or_not_called_off(dated, off):
+    assert _reason(dated, off) is None and _reason(off, dated) is None
+
+
+def test_the_same_day_called_off_conflicts():
+    assert _reason("The design review is on March 3.", "The March 3 design review was cancelled.")
+
+
+# 5. one state turned to its opposite
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("The office is closed on Friday.", "The office is open on Friday."),
+    ("The feature flag for checkout is enabled.", "The feature flag for checkout is now disabled."),
+    ("Attendance at the retro is optional.", "Attendance at the retro is now required."),
+    ("Registration is open.", "Registration is closed."),
+    ("The repo is private.", "The repo is public."),
+])
+def test_a_state_turned_to_its_opposite_conflicts(a, b):
+    for x, y in ((a, b), (b, a)):
+        assert (_reason(x, y) or "").startswith("opposite state for the same statement")
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("The office is closed on Friday.", "The office is open on Monday."),  # two days
+    ("The front door is open and the back door is closed.", "The front door is closed and the back door is open."),
+    ("Private repos are on GitHub.", "Public repos are on GitHub."),  # two things named, not stated
+    ("Dana will open the ticket.", "Dana will close the ticket."),  # two actions
+    ("The Q3 report is public.", "The Q4 report is private."),
+    ("It is open.", "It is closed."),  # nothing named
+    ("The office is closed today.", "The office is open today."),  # each day's state
+    ("CI is green on main.", "CI is red on main."),  # a status, not a state the memory keeps
+])
+def test_no_opposite_state_for_other_things_days_or_statuses(a, b):
+    assert _reason(a, b) is None and _reason(b, a) is None
+
+
+@pytest.mark.django_db
+def test_a_called_off_review_is_queued_and_listed(world, client_for, no_llm):
+    from reflection import conflicts
+    from reflection.models import Conflict
+
+    from .test_conflicts_shared import listed, say
+
+    a = world["a"]
+    team = {"visibility": "team", "team_id": a.team.id}
+    old = say(client_for, a.member, "The design review is on Friday.", "Dana", "m1", **team)
+    new = say(client_for, a.key, "The design review was cancelled.", "planner", "p1", **team)
+    assert conflicts.detect(org_id=a.org.id, node_ids=[new]) == 1
+    assert Conflict.objects.get().reason.startswith("called off")
+    assert listed(client_for, a.member) == [(old, new)]
