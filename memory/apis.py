@@ -99,11 +99,13 @@ def event_id_clash(seen: dict, at, turn: services.TurnIn) -> tuple[object, str] 
 
 REPLAY_CODES = ("201 when the write created memories, 200 when it created none (every event_id was already stored "
                 "with the same text, speaker and session: an idempotent replay). An event_id already stored with a "
-                "different text, speaker or session_key is a 409 event_id_reused naming it, and nothing is written.")
+                "different text, speaker or session_key, or with another visibility, team_id or occurred_at than the "
+                "retry names, is a 409 event_id_reused naming it, and nothing is written.")
 
 CHANGED_REPLAY_409 = OpenApiResponse(
     ErrorResponse, description="event_id_reused: an event_id already stored with a different text, speaker or "
-                               "session_key (error.fields names each turn); nothing was written.")
+                               "session_key, or another visibility, team_id or occurred_at than named (error.fields "
+                               "names each turn); nothing was written.")
 
 
 def _written(data: dict, created: int) -> Response:
@@ -130,7 +132,8 @@ class WeaveApi(Api):
 
         201 when the write created the memory, 200 when its event_id was already stored with the same text,
         speaker and session (an idempotent replay). An event_id already stored with a different text,
-        speaker or session_key is a 409 event_id_reused naming it, and nothing is written."""
+        speaker or session_key, or with another visibility, team_id or occurred_at than the retry names,
+        is a 409 event_id_reused naming it, and nothing is written."""
 
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
@@ -177,8 +180,8 @@ class WeaveSessionApi(Api):
 
         201 when the write created memories, 200 when it created none (every event_id was already stored
         with the same text, speaker and session: an idempotent replay). An event_id already stored with a
-        different text, speaker or session_key is a 409 event_id_reused on that turn's event_id, and
-        nothing is written."""
+        different text, speaker or session_key, or with another visibility, team_id or occurred_at than
+        the retry names, is a 409 event_id_reused on that turn's event_id, and nothing is written."""
 
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)

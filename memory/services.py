@@ -76,11 +76,16 @@ class _Stored(NamedTuple):
     text_md5: str
     speaker: str
     session_key: str
+    visibility: str
+    team_id: int | None
+    occurred_at: datetime
 
 
 class ChangedReplay(ValidationError):
     """409 ``event_id_reused``: an event id the writer already stored, sent again with another text,
-    speaker or session. An event id is a retry's key: such a write used to answer the stored memory
+    speaker or session, or with a visibility, team or time it names and the stored memory does not have
+    (a retry that says "private" of a memory stored for the team would otherwise answer success and
+    leave it readable by the team). An event id is a retry's key: such a write used to answer the stored memory
     as if it were the new one (and echo the new session key), the new content lost without a word.
     Nothing is written. A ValidationError (with ``detail`` keyed by turn, as the path's 400s) so
     that callers that report those by line (``nylon_ingest``) report this one too."""
@@ -112,11 +117,21 @@ def _md5(text: str) -> str:
     return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
 
 
-def _replay_differs(stored: _Stored, *, text: str, speaker: str, session_key: str) -> list[str]:
-    """What a turn sent again under a stored event id changes: [] for a true replay."""
+def _replay_differs(stored: _Stored, *, text: str, speaker: str, session_key: str, visibility: str | None = None,
+                    team: Team | None = None, occurred_at: datetime | None = None) -> list[str]:
+    """What a turn sent again under a stored event id changes: [] for a true replay. Visibility, team
+    and time count only when the retry names them: left out, they are the writer's defaults, which
+    name nothing the stored memory must have."""
+    when = None
+    if occurred_at is not None:
+        when = timezone.make_aware(occurred_at) if timezone.is_naive(occurred_at) else occurred_at
     return [name for name, differs in (("text", stored.text_md5 != _md5(text)),
                                        ("speaker", stored.speaker != speaker[:200]),
-                                       ("session_key", stored.session_key != session_key)) if differs]
+                                       ("session_key", stored.session_key != session_key),
+                                       ("visibility", visibility is not None and stored.visibility != visibility),
+                                       ("team_id", team is not None and stored.team_id != team.id),
+                                       ("occurred_at", when is not None and stored.occurred_at != when))
+            if differs]
 
 
 def _clash_message(nid: int, what: list[str]) -> str:
@@ -173,6 +188,8 @@ def weave_session(
     """``visibility`` None: the writer's default (``default_visibility``)."""
     if not turns:
         raise ValidationError({"turns": ["At least one turn is required."]})
+    # what a replay must match: the scope the caller named, not the defaults it left to us
+    named = {"visibility": visibility, "team": team}
     visibility = visibility or default_visibility(actor)
     team = _check_scope(actor, visibility, team)
     now = timezone.now()
@@ -185,7 +202,7 @@ def weave_session(
     vectors = get_embedder().passages(texts)
     write = partial(_write_session, actor=actor, turns=turns, texts=texts, vectors=vectors, session_key=session_key,
                     visibility=visibility, team=team, source_kind=source_kind, now=now, end_session=end_session,
-                    request_id=request_id)
+                    request_id=request_id, named=named)
     try:
         return write()
     except IntegrityError as exc:
@@ -210,7 +227,7 @@ def turn_problem(turn: TurnIn) -> str:
 
 @transaction.atomic
 def _write_session(*, actor, turns, texts, vectors, session_key, visibility, team, source_kind, now,
-                   end_session, request_id) -> WeaveResult:
+                   end_session, request_id, named: dict) -> WeaveResult:
     owner = _owner_fields(actor)
     wanted = [t.event_id for t in turns if t.event_id]
     stored: dict[str, _Stored] = {}
@@ -218,12 +235,14 @@ def _write_session(*, actor, turns, texts, vectors, session_key, visibility, tea
         # Live memories only (as node_event_idempotent): a deleted memory written again is new.
         stored = {eid: _Stored(*rest) for eid, *rest in
                   Node.objects.filter(org=actor.org, event_id__in=wanted, deleted_at__isnull=True, **owner)
-                  .values_list("event_id", "id", MD5("text"), "speaker", "session_key")}
+                  .values_list("event_id", "id", MD5("text"), "speaker", "session_key", "visibility", "team_id",
+                               "occurred_at")}
     if stored and source_kind not in _KEEP_FIRST_SOURCES:
         clashes = []
         for i, (t, text) in enumerate(zip(turns, texts, strict=True)):
             if t.event_id in stored:
-                what = _replay_differs(stored[t.event_id], text=text, speaker=t.speaker, session_key=session_key)
+                what = _replay_differs(stored[t.event_id], text=text, speaker=t.speaker, session_key=session_key,
+                                       occurred_at=t.occurred_at, **named)
                 if what:
                     clashes.append((i, t.event_id, stored[t.event_id].id, what))
         if clashes:
@@ -797,6 +816,7 @@ def bulk_ingest(
     and similarity edges and conflict checks are not on this path: they run after commit in
     ``enrich_batch`` (an ``IngestBatch`` row keeps that work durable)."""
     fallback = default_visibility(actor)
+    named = [s.visibility for s in sessions]  # what a replay must match (None: the default, anything)
     sessions = [s if s.visibility else replace(s, visibility=fallback) for s in sessions]
     teams, rows = _bulk_plan(actor, sessions)
     now = timezone.now()
@@ -804,10 +824,10 @@ def bulk_ingest(
     with connection.cursor() as cur:
         known = _existing_events(cur, org_id=actor.org.id, owner=_owner_column(_owner_fields(actor)),
                                  event_ids=sorted({r.turn.event_id for r in rows if r.turn.event_id}))
-    _refuse_changed_replays(sessions, rows, known, source_kind)
+    _refuse_changed_replays(sessions, rows, known, source_kind, named)
     vectors = _embed_new_rows(rows, known) if embed else {}
     write = partial(_bulk_write, actor=actor, sessions=sessions, teams=teams, rows=rows, vectors=vectors,
-                    source_kind=source_kind, now=now, request_id=request_id)
+                    source_kind=source_kind, now=now, request_id=request_id, named=named)
     try:
         return write()
     except UniqueViolation:
@@ -822,7 +842,7 @@ def bulk_check(*, actor: Actor, sessions: Sequence[SessionIn], source_kind: str 
     with connection.cursor() as cur:
         stored = _existing_events(cur, org_id=actor.org.id, owner=_owner_column(_owner_fields(actor)),
                                   event_ids=sorted({r.turn.event_id for r in rows if r.turn.event_id}))
-    _refuse_changed_replays(sessions, rows, stored, source_kind)
+    _refuse_changed_replays(sessions, rows, stored, source_kind, [s.visibility for s in sessions])
 
 
 def _text_problem(text: str) -> str:
@@ -875,14 +895,15 @@ def _existing_events(cur, *, org_id: int, owner: tuple[str, int], event_ids: lis
     if not event_ids:
         return {}
     owner_sql, owner_id = owner
-    cur.execute(f"SELECT event_id, id, md5(text), speaker, session_key FROM memory_node WHERE org_id = %s "
+    cur.execute(f"SELECT event_id, id, md5(text), speaker, session_key, visibility, team_id, occurred_at "
+                f"FROM memory_node WHERE org_id = %s "
                 f"AND {owner_sql} = %s AND event_id = ANY(%s) AND deleted_at IS NULL",
                 [org_id, owner_id, event_ids])
     return {eid: _Stored(*rest) for eid, *rest in cur.fetchall()}
 
 
 def _refuse_changed_replays(sessions: Sequence[SessionIn], rows: list[_Row], stored: dict[str, _Stored],
-                            source_kind: str) -> None:
+                            source_kind: str, named: list[str | None]) -> None:
     """ChangedReplay, keyed by session and turn as bulk's 400s, when a row sends a stored event id
     with other content: the whole request is refused (it is all or nothing)."""
     if not stored or source_kind in _KEEP_FIRST_SOURCES:
@@ -893,8 +914,9 @@ def _refuse_changed_replays(sessions: Sequence[SessionIn], rows: list[_Row], sto
         ti = turn_at[r.session] = turn_at.get(r.session, -1) + 1
         if r.turn.event_id in stored:
             got = stored[r.turn.event_id]
-            what = _replay_differs(got, text=r.text, speaker=r.turn.speaker,
-                                   session_key=sessions[r.session].session_key)
+            s = sessions[r.session]
+            what = _replay_differs(got, text=r.text, speaker=r.turn.speaker, session_key=s.session_key,
+                                   visibility=named[r.session], team=s.team, occurred_at=r.turn.occurred_at)
             if what:
                 clashes.append(((r.session, ti), r.turn.event_id, got.id, what))
     if not clashes:
@@ -923,7 +945,8 @@ def _embed_new_rows(rows: list[_Row], known: dict[str, _Stored]) -> dict[int, ob
 
 @transaction.atomic
 def _bulk_write(*, actor: Actor, sessions: Sequence[SessionIn], teams: list[Team | None], rows: list[_Row],
-                vectors: dict[int, object], source_kind: str, now: datetime, request_id: str) -> BulkResult:
+                vectors: dict[int, object], source_kind: str, now: datetime, request_id: str,
+                named: list[str | None]) -> BulkResult:
     owner = _owner_fields(actor)
     owner_col = _owner_column(owner)
     org_id = actor.org.id
@@ -942,7 +965,7 @@ def _bulk_write(*, actor: Actor, sessions: Sequence[SessionIn], teams: list[Team
     with connection.cursor() as cur:
         stored = _existing_events(cur, org_id=org_id, owner=owner_col,
                                   event_ids=sorted({r.turn.event_id for r in rows if r.turn.event_id}))
-        _refuse_changed_replays(sessions, rows, stored, source_kind)
+        _refuse_changed_replays(sessions, rows, stored, source_kind, named)
         existing = {eid: s.id for eid, s in stored.items()}
         # The last leaf of each session continues its seq and temporal-next chain.
         cur.execute(f"""SELECT DISTINCT ON (session_key) session_key, id, seq FROM memory_node
