@@ -602,6 +602,27 @@ def recall_matches(hit, query_tokens: set[str], close_cosine: float | None,
     return cos >= close_cosine + (LACKING_NAME_MARGIN if terms is not None and terms.lacks_name else 0.0)
 
 
+def hits_matching(*, actor: Actor, out, query: str, query_vec: np.ndarray | None) -> set[int]:
+    """The ids of a resonate outcome's hits that match ``query`` (``recall_matches``), for the raw
+    resonate endpoint, which lists the engine's hits as they are: ``query_vec`` is the vector it
+    searched with (None: the embedder failed)."""
+    from memory.embedding import get_embedder
+
+    query_tokens = set(tokenize(query))
+    close_cosine = close_cosine_for(get_embedder(), query_vec if out.vector_used else None)
+    terms = query_terms(actor, out, query_tokens, query)
+    return {h.node_id for h in out.result.hits if recall_matches(h, query_tokens, close_cosine, terms)}
+
+
+def matched_ids(items) -> list[int]:
+    """The ids of the recalled items (dicts or ``Recalled``) that match the query: what a recall
+    reinforces. A hit shown for want of any match (``no_match``) was not recalled for the query: the
+    small talk above a query's miss ("Morning all. Quick sync on the billing service.") rose in
+    tension each time it was shown, until it outranked what answers the billing questions."""
+    return [x["node_id"] if isinstance(x, dict) else x.node_id for x in items
+            if (x["matched"] if isinstance(x, dict) else x.matched)]
+
+
 def _marker(removed: int) -> str:
     return f"… [truncated {removed} chars]"
 
@@ -1037,8 +1058,8 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
         # have given) left out. It counted the engine's over-fetch before: 5 with no budget pressure.
         kept = {r["node_id"] for r in recall}
         dropped["recall"] = sum(1 for h in hits[:n] if h.node_id not in kept)
-        if reinforce and recall:
-            memory_services.record_recall(node_ids=[r["node_id"] for r in recall])
+        if reinforce and (recalled := matched_ids(recall)):
+            memory_services.record_recall(node_ids=recalled)
         # Nothing kept: no match unless the budget left out hits that match.
         no_match = found.no_match(recall or hits[:n])
         if recall:

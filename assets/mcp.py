@@ -175,7 +175,7 @@ MCP_MAX_K = 20  # hits a model reads in one tool answer
 def tool_resonate(actor: Actor, *, query: str, k: int = 5) -> dict:
     from memory import services
 
-    from .context import recall_for
+    from .context import matched_ids, recall_for
 
     if not 1 <= int(k) <= MCP_MAX_K:  # as REST refuses an out-of-range k, not a silent clamp
         raise ToolError(f"Invalid input: k: between 1 and {MCP_MAX_K}.")
@@ -185,7 +185,8 @@ def tool_resonate(actor: Actor, *, query: str, k: int = 5) -> dict:
     # written-back answers below the memories they restate.
     found = recall_for(actor=actor, query=query[:4000], k=k)
     hits = [h.as_item() for h in found.hits[:k]]
-    services.record_recall(node_ids=[h["node_id"] for h in hits])
+    if recalled := matched_ids(hits):
+        services.record_recall(node_ids=recalled)
     return {"hits": hits, "no_match": found.no_match(hits),
             "degraded": [] if found.outcome.vector_used else ["embedder"]}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 from datetime import timedelta
 
 from django.http import Http404
@@ -13,7 +14,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.response import Response
 
 from assets.access import access_node
-from assets.context import recall_disputes
+from assets.context import NO_VECTOR, hits_matching, matched_ids, recall_disputes, recall_meta
 from nylon_project.api import (
     Api,
     StrictSerializer,
@@ -27,6 +28,7 @@ from nylon_project.parsers import SafeJSONParser, UnstorableBodyText, unstorable
 from nylon_project.schema import ErrorResponse
 
 from . import selectors, services
+from .embedding import get_embedder
 from .engine.types import MAX_K
 from .engine.types import NodeKind as EngineNodeKind
 from .models import NodeKind, Visibility
@@ -300,6 +302,13 @@ class HitOutput(serializers.Serializer):
     # /context's ``disputed_by``): the raw list put "We use Postgres 15" first, unmarked, while the
     # conflict with "we moved to Postgres 16" waited for someone to resolve it.
     disputed_by = DisputeOutput(many=True)
+    # When it happened and who said it, as /context's recall items: a hit listed with only the
+    # other side's date (``disputed_by``) left the client unable to tell which side is stale.
+    occurred_at = serializers.DateTimeField(allow_null=True)
+    speaker = serializers.CharField(allow_blank=True)
+    # Whether it matches the query by its words or close in meaning (as /context's ``matched``): only
+    # matching hits are reinforced.
+    matched = serializers.BooleanField()
 
 
 class ResonateApi(Api):
@@ -323,31 +332,44 @@ class ResonateApi(Api):
     def post(self, request):
         """Recalls the memories that best answer query, from the nodes the caller may read, with why each was
         found, and with the memories each one is in an open conflict with (``disputed_by``). Read-only keys
-        may call it; reinforce=false leaves the recall counts alone."""
+        may call it; reinforce=false leaves the recall counts alone, and only hits that match the query
+        (``matched``) are reinforced."""
 
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         d = s.validated_data
-        out = selectors.resonate_for(actor=request.actor, query=d["query"], k=d["k"], depth=d["depth"])
+        # The query's vector is made here: the match rule needs it too (as assets.context.recall_for);
+        # a failed embed is passed on as no vector, so resonate_for searches by words and says so.
+        embedder = get_embedder()
+        t0 = time.perf_counter()
+        query_vec = embedder.query(d["query"])
+        embed_ms = (time.perf_counter() - t0) * 1000
+        out = selectors.resonate_for(actor=request.actor, query=d["query"], k=d["k"], depth=d["depth"],
+                                     query_vec=NO_VECTOR if query_vec is None else query_vec)
         kinds = {int(k): k.name.lower() for k in EngineNodeKind}
+        ids = [h.node_id for h in out.result.hits]
+        matching = hits_matching(actor=request.actor, out=out, query=d["query"], query_vec=query_vec)
+        meta = recall_meta(request.actor.org, ids)
+        disputes = recall_disputes(request.actor, ids)
         hits = [
             {"node_id": h.node_id, "score": round(h.score, 6), "text": h.text, "kind": kinds[h.kind],
              "explanation": {"channels": h.explanation.channels, "seed": h.explanation.seed,
                              "path": list(h.explanation.path), "hops": h.explanation.hops,
-                             "parts": h.explanation.parts}}
+                             "parts": h.explanation.parts},
+             "disputed_by": disputes.get(h.node_id, []),
+             "occurred_at": meta.get(h.node_id, {}).get("occurred_at"),
+             "speaker": meta.get(h.node_id, {}).get("speaker", ""),
+             "matched": h.node_id in matching}
             for h in out.result.hits
         ]
-        disputes = recall_disputes(request.actor, [h["node_id"] for h in hits])
-        for h in hits:
-            h["disputed_by"] = disputes.get(h["node_id"], [])
-        if d["reinforce"] and hits:
-            services.record_recall(node_ids=[h["node_id"] for h in hits])
+        if d["reinforce"] and (recalled := matched_ids(hits)):
+            services.record_recall(node_ids=recalled)
         degraded = [] if out.vector_used else ["embedder"]
         body = {
             "hits": hits,
             "route": {"qtype": out.plan.qtype, "depth": out.params.depth, "rule": out.plan.rule,
                       "entities": list(out.plan.entities)},
-            "timing_ms": {"total": round(out.total_ms, 2), "embed": round(out.embed_ms, 2),
+            "timing_ms": {"total": round(embed_ms + out.total_ms, 2), "embed": round(embed_ms + out.embed_ms, 2),
                           "engine": round(out.result.elapsed_ms, 2)},
             "degraded": degraded,
             "served_by": out.served_by,

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from rest_framework import exceptions as drf
 
 from assets import access as node_access
-from assets.context import recall_for
+from assets.context import matched_ids, recall_for
 from memory import services as memory_services
 from memory.engine.types import NodeKind as EngineNodeKind
 from memory.selectors import visible_nodes
@@ -158,8 +158,8 @@ def resonate(request):
         # restating a turn also listed, and the same statement twice, are one hit naming the others.
         found = recall_for(actor=request.actor, query=d["query"], k=d["k"], depth=d["depth"])
         shown = found.hits[:d["k"]]
-        if d["reinforce"] and shown:
-            memory_services.record_recall(node_ids=[h.node_id for h in shown])
+        if d["reinforce"] and (recalled := matched_ids(shown)):
+            memory_services.record_recall(node_ids=recalled)
         path_ids = sorted({i for h in shown for i in h.hit.explanation.path})
         snippets = {n.id: n.text for n in selectors.nodes_by_ids(actor=request.actor, ids=path_ids)}
         ctx.update({
