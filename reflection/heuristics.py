@@ -516,6 +516,7 @@ _VALUE_CONTRAST = re.compile(rf"(?<![\w.,$\u20ac\u00a3])(?P<new>{_AMOUNT})(?P<ne
 def statement(text: str, entities: list[str] | tuple[str, ...] = ()) -> Statement:
     text, named = _identifiers(text.replace("’", "'"))
     text = _VALUE_CONTRAST.sub(lambda m: m["new"] + m["new_unit"] + m["new_per"], text)
+    text = _WHEN_CONTRAST.sub(lambda m: m["new"], text)  # the day given up is no denial of the statement
     low = _CONTRAST.sub(lambda m: m["lead"] + m["rest"], text).lower()
     for pat, rep in _CONTRACTIONS:
         low = re.sub(pat, rep, low)
@@ -804,6 +805,10 @@ _WHEN_WORDS = frozenset({"due", "deadline", "date", "scheduled", "planned", "sla
 _WHEN = (rf"(?:{re.sub(r'[(][?]P<[a-z0-9]+>', '(?:', _DATE)}|\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|"
          r"\b\d{1,2}(?::\d\d)?\s*(?:am|pm)\b|\b\d{1,2}:\d\d\b|\b\d{1,2}(?:st|nd|rd|th)\b)")
 _WHEN_MENTION = re.compile(_WHEN, re.I)
+# A day or time given with the one it replaces: "the standup is at 10:00, not 9:30", "the review is on
+# Thursday, not Friday".
+_WHEN_CONTRAST = re.compile(rf"(?P<new>{_WHEN}),?\s+(?:and\s+)?not\s+(?:(?:at|on|the)\s+)?(?P<old>{_WHEN})"
+                            r"(?=\s*(?:[.!;,)]|$))", re.I)
 # A new date given as the current one: "now" or "instead" must give the date itself — "the release
 # freeze now starts December 7", "the deadline is now December 6", "is now on the 15th", "the kickoff
 # is on the 19th instead". A "now" of something else in the same text ("the report is now in review
@@ -1002,6 +1007,45 @@ def _denied(text: str, st: Statement) -> bool:
     return st.negated and (not _BAN.search(text) or statement(_BAN.sub(" ", text)).negated)
 
 
+# The verbs and nouns of an event's coming: "we will ship the new checkout page on December 4" and "the
+# checkout page launch moves to December 9" date one event, the checkout page's release.
+_RELEASE_WORDS = frozenset({"ship", "ships", "shipping", "shipped", "launch", "launches", "launching", "launched",
+                            "release", "releases", "releasing", "released", "rollout", "roll", "rolling", "rolls",
+                            "out", "go", "goes", "going", "live", "go-live", "new"})
+
+
+def _same_dated_thing(x: frozenset[str], y: frozenset[str]) -> bool:
+    """Whether two clauses date one thing: one's words within the other's, or the same words once
+    those of a release are set aside ("ship the checkout page" / "the checkout page launch"; not "the
+    checkout page design review", another event)."""
+    if x <= y or y <= x:
+        return True
+    return bool(x - _RELEASE_WORDS) and x - _RELEASE_WORDS == y - _RELEASE_WORDS
+
+
+def _contrasted_when(a_text: str, b_text: str) -> str | None:
+    """One side gives a thing a day or a time and, after ", not", the one it gives up ("the standup
+    is at 10:00, not 9:30"); the other dates the same thing (one side's words within the other's) at
+    the day or time given up ("the standup is at 9:30 every day")."""
+    for x_text, y_text, x_first in ((a_text, b_text, True), (b_text, a_text, False)):
+        if _NOT_DONE.search(x_text):
+            continue
+        m = _WHEN_CONTRAST.search(x_text)
+        if m is None:
+            continue
+        given = _dated(x_text[:m.end("new")] + x_text[m.end():])
+        old = _dated(f"at {m['old']}").when
+        if not given.what or not old:
+            continue
+        for y in (_dated(y_text[s:e]) for spans in _date_clause_spans(y_text) for s, e in spans):
+            if y.st.negated or not (old & y.when) or not y.what:
+                continue
+            if given.what <= y.what or y.what <= given.what:
+                first, second = (m["new"], m["old"]) if x_first else (m["old"], m["new"])
+                return f"rescheduled: {first} vs {second}"
+    return None
+
+
 def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None:
     """One side moves the thing the other dates to another day: their days or dates differ, one says
     it moved, and what is left once days, dates and the moving words are out names the same thing
@@ -1033,7 +1077,7 @@ def _rescheduled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | 
                 # 50"): the changed-value rule names it so, not "rescheduled"
                 if not x.is_day and any(w.isdigit() and int(w) > 31 for w in x.when | y.when):
                     continue
-                if not x.what or not y.what or not (x.what <= y.what or y.what <= x.what):
+                if not x.what or not y.what or not _same_dated_thing(x.what, y.what):
                     continue
                 # a scope narrows a date given "now"; after a move's date "for" more often says whom it
                 # suits ("moved the demo to Friday for the Globex team"), and the thing moved is its object
@@ -2072,6 +2116,7 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
         # statement with two numbers
         return None
     changed = (_changed_version(a_text, b_text, a, b) or _rescheduled(a_text, b_text, a, b)
+               or _contrasted_when(a_text, b_text)
                or _event_date(a_text, b_text, a, b) or _changed_value(a_text, b_text, a, b)
                or _contrasted_value(a_text, b_text, a, b) or _value_with_detail(a_text, b_text, a, b)
                or _gave_up(a_text, b_text, a, b) or _cancelled(a_text, b_text, a, b)

@@ -150,3 +150,31 @@ def test_a_called_off_review_is_queued_and_listed(world, client_for, no_llm):
     assert conflicts.detect(org_id=a.org.id, node_ids=[new]) == 1
     assert Conflict.objects.get().reason.startswith("called off")
     assert listed(client_for, a.member) == [(old, new)]
+
+
+# 6. a day or time given with the one it replaces (", not 9:30"), and one release in verb and noun
+
+
+@pytest.mark.parametrize(("a", "b", "first", "second"), [
+    ("The standup is at 9:30 every day.", "Correction: the standup is at 10:00, not 9:30.", "9:30", "10:00"),
+    ("The standup is at 9:30.", "The standup is at 10:00, not 9:30.", "9:30", "10:00"),
+    ("The design review is on Friday.", "The design review is on Thursday, not Friday.", "Friday", "Thursday"),
+    ("We will ship the new checkout page on December 4.", "The checkout page launch moves to December 9.",
+     "December 4", "December 9"),
+    ("The checkout page will go live on December 4.", "The checkout page launch was pushed to December 9.",
+     "December 4", "December 9"),
+])
+def test_a_day_given_with_the_one_it_replaces_or_a_release_moved_conflicts(a, b, first, second):
+    assert _reason(a, b) == f"rescheduled: {first} vs {second}"
+    assert _reason(b, a) == f"rescheduled: {second} vs {first}"
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("The design review is on Friday.", "The retro is on Thursday, not Friday."),  # another event
+    ("The standup is at 9:30.", "We might move the standup to 10:00, not 9:30."),  # weighed only
+    ("Standup is at 9:30.", "The standup is at 9:30, not 10:00."),  # the same time confirmed
+    ("We will ship the new checkout page on December 4.", "The search page launch moves to December 9."),
+    ("We will ship the checkout page on December 4.", "The checkout page design review moves to December 9."),
+])
+def test_another_event_or_the_same_day_is_no_reschedule(a, b):
+    assert _reason(a, b) is None and _reason(b, a) is None
