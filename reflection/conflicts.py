@@ -523,6 +523,16 @@ def _unsupported_derivations(org_id: int, superseded_id: int) -> list[int]:
     return out
 
 
+def _validity_end(old: Node, keep: Node, now):
+    """When the superseded memory stopped being true: when the kept one was said (the migration's
+    night, not the day someone resolved the conflict: governance showed "valid 10 Nov → 2 Dec" for a
+    version replaced on 24 Nov), or, when the kept memory is the older one, when the superseded one
+    began (it never held). Never after now: a kept memory dated ahead is not yet said."""
+    began = old.valid_from or old.occurred_at
+    said = keep.occurred_at or now
+    return min(now, max(began, said)) if began is not None else min(now, said)
+
+
 @transaction.atomic
 def _resolve(*, actor, conflict: Conflict, action: str, keep_id: int | None, request_id: str) -> Conflict:
     c = Conflict.objects.select_for_update().select_related("node_a", "node_b").get(pk=conflict.pk)
@@ -544,9 +554,10 @@ def _resolve(*, actor, conflict: Conflict, action: str, keep_id: int | None, req
             # with a memory retrieval no longer serves, leaving neither.
             raise ValidationError({"keep": [f"Memory {keep.pk} is itself superseded (another conflict's "
                                             "resolution replaced it): keep the other, or keep both."]})
-        Node.objects.filter(pk=old.pk, valid_to__isnull=True).update(valid_to=now)
+        ended = _validity_end(old, keep, now)
+        Node.objects.filter(pk=old.pk, valid_to__isnull=True).update(valid_to=ended)
         unsupported = [n for n in _unsupported_derivations(c.org_id, old.pk) if n != keep.pk]
-        Node.objects.filter(pk__in=unsupported).update(valid_to=now)
+        Node.objects.filter(pk__in=unsupported).update(valid_to=ended)
         Edge.objects.bulk_create([Edge(org=c.org, src=keep, dst_id=gone, kind=EdgeKind.SUPERSEDES,
                                        weight=EDGE_WEIGHTS["supersedes"]) for gone in [old.pk, *unsupported]],
                                  ignore_conflicts=True)

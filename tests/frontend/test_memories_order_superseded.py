@@ -98,3 +98,9 @@ def test_a_superseded_memory_is_marked(world, login):
     html = login(a.member).get("/console/memories/").content.decode()
     assert 'class="pill superseded"' in _row(html, old) and ">superseded<" in _row(html, old)
     assert "superseded" not in _row(html, new) and "superseded" not in _row(html, other)
+    # its drawer says it is no longer recalled, not when its tension would stop seeding it
+    c = login(a.owner)
+    drawer = c.get(f"/console/memories/{old}/").content.decode()
+    assert "superseded: not recalled" in drawer and "stops seeding in" not in drawer
+    drawer = c.get(f"/console/memories/{new}/").content.decode()
+    assert "superseded: not recalled" not in drawer and ("stops seeding in" in drawer or "does not fade" in drawer)
