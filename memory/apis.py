@@ -164,12 +164,12 @@ class WeaveSessionApi(Api):
 
         def validate_turns(self, turns: list[dict]) -> list[dict]:
             seen: dict = {}
-            errors = [{} for _ in turns]
+            errors = {}  # keyed by the turn's index, as every other per-turn error (and bulk's)
             for i, t in enumerate(turns):
                 clash = event_id_clash(seen, i, _turn(t))
                 if clash:
-                    errors[i] = {"event_id": [f"Repeats turn {clash[0]}'s event_id with different {clash[1]}."]}
-            if any(errors):
+                    errors[str(i)] = {"event_id": [f"Repeats turn {clash[0]}'s event_id with different {clash[1]}."]}
+            if errors:
                 raise serializers.ValidationError(errors)
             return turns
 

@@ -30,8 +30,8 @@ def test_weave_session_refuses_an_event_id_repeated_with_other_text(world, clien
                                                                                       "second different")},
                                         format="json")
     assert r.status_code == 400, r.content
-    assert r.json()["error"]["fields"] == {"turns": [{}, {"event_id": ["Repeats turn 0's event_id with "
-                                                                       "different text."]}]}
+    assert r.json()["error"]["fields"] == {"turns": {"1": {"event_id": ["Repeats turn 0's event_id with "
+                                                                         "different text."]}}}
     assert not Node.objects.filter(org=world["a"].org, event_id="dd").exists()
 
 
@@ -40,8 +40,8 @@ def test_weave_session_names_other_differing_content(world, client_for):
              {"text": "same", "event_id": "dd", "speaker": "Ben"}]
     r = client_for(world["a"].key).post(WEAVE, {"session_key": "dupws", "turns": turns}, format="json")
     assert r.status_code == 400, r.content
-    assert r.json()["error"]["fields"]["turns"][2] == {"event_id": ["Repeats turn 0's event_id with different "
-                                                                    "content."]}
+    assert r.json()["error"]["fields"]["turns"] == {"2": {"event_id": ["Repeats turn 0's event_id with different "
+                                                                       "content."]}}
 
 
 def test_weave_session_keeps_an_identical_repeat_idempotent(world, client_for):
@@ -83,3 +83,17 @@ def test_bulk_keeps_an_identical_repeat(world, client_for):
     r = client_for(world["a"].key).post(BULK, sessions, format="json")
     assert r.status_code == 201, r.content
     assert r.json()["created"] == 1
+
+
+def test_every_per_turn_error_is_keyed_by_the_turn_index(world, client_for):
+    """An unknown field, a bad value and a repeated event_id: one shape, {"turns": {"<i>": {...}}}
+    (the repeat came as a list with an empty object per good turn)."""
+    c = client_for(world["a"].key)
+    unknown = c.post(WEAVE, {"session_key": "s", "turns": [{"text": "ok"}, {"text": "x", "foo": 1}]}, format="json")
+    bad = c.post(WEAVE, {"session_key": "s", "turns": [{"text": "ok"}, {"text": "x", "occurred_at": "nope"}]},
+                 format="json")
+    repeat = c.post(WEAVE, {"session_key": "s", "turns": _turns("a", "b")}, format="json")
+    for r in (unknown, bad, repeat):
+        assert r.status_code == 400, r.content
+        turns = r.json()["error"]["fields"]["turns"]
+        assert isinstance(turns, dict) and list(turns) == ["1"], turns
