@@ -22,6 +22,7 @@ from rest_framework import exceptions as drf
 
 from teams import access, services
 from teams import selectors as team_selectors
+from teams.models import Role
 
 from .. import selectors
 from ..console import add_form_errors, console_view, request_id
@@ -194,12 +195,20 @@ def team_detail(request, team_id: int):
 # --- members --------------------------------------------------------------------------------------
 
 
+def _member_add_form(actor, data=None) -> MemberAddForm:
+    """The invitation form with the roles the actor may grant (an admin invites admins and members)."""
+    form = MemberAddForm(data)
+    if not actor.is_org_owner:
+        form.fields["role"].choices = [c for c in Role.choices if c[0] != Role.OWNER]
+    return form
+
+
 @never_cache
 @require_http_methods(["GET", "POST"])
 @console_view
 def members(request):
     actor = request.actor
-    form = MemberAddForm(request.POST or None)
+    form = _member_add_form(actor, request.POST or None)
     invited, invite_url = None, None
     status = 400 if form.is_bound else 200
     if request.method == "POST" and form.is_valid():
@@ -229,14 +238,21 @@ def members(request):
                                                 "works, only this new one does.") % {"who": invited.email})
                 else:
                     messages.success(request, _("%(who)s invited.") % {"who": invited.email})
-                form, status = MemberAddForm(), 200
-    rows = team_selectors.member_list(actor=actor).order_by("user__username")
+                form, status = _member_add_form(actor), 200
+    rows = list(team_selectors.member_list(actor=actor).order_by("user__username"))
+    # Only the controls the service would accept (teams.services._check_role_change): an admin who is
+    # not an owner may not grant the owner role nor change or remove an owner. They were offered and
+    # answered with a full "Not allowed" page after the confirmation.
+    role_choices = [(v, label) for v, label in MemberRoleForm().fields["role"].choices
+                    if actor.is_org_owner or v != Role.OWNER]
+    for m in rows:
+        m.manageable = actor.is_org_admin and (actor.is_org_owner or m.role != Role.OWNER)
     invitations = None
     if actor.is_org_admin:  # invitations are for org admins only (teams.access.access_invitation_by_id)
         invitations = team_selectors.invitation_pending_list(actor=actor).order_by("-id")
     # The link is rendered once, in this response only (only its hash is stored, never redirected).
     return page(request, "frontend/members.html", {
-        "members": rows, "form": form, "role_form": MemberRoleForm(), "invitations": invitations,
+        "members": rows, "form": form, "role_choices": role_choices, "invitations": invitations,
         "invited": invited, "invite_url": invite_url, "nav": "members",
     }, status=status)
 
