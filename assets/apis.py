@@ -129,16 +129,30 @@ class AssetListCreateApi(Api):
                                        error_messages={"invalid_choice": "Unknown value."})
         status = serializers.ChoiceField(choices=AssetStatus.values, required=False,
                                          error_messages={"invalid_choice": "Unknown value."})
+        awaiting_approval = serializers.BooleanField(
+            required=False, default=False,
+            help_text="Only the candidates the caller may approve (a promotion into a team it administers, "
+                      "any for an org admin), readable or not by the caller otherwise: the approval queue.")
 
     @extend_schema(parameters=[QueryInput], responses=AssetOutput(many=True))
     def get(self, request):
-        """Pages the assets the caller may read, filtered by kind and status. Any member or agent key; an
-        unknown query parameter is a 400."""
+        """Pages the assets the caller may read, filtered by kind and status, or with awaiting_approval=true
+        the candidates the caller may approve (newest first; a page may hold fewer than its size, as each
+        row is decided as the approval itself would be). Any member or agent key; an unknown query
+        parameter is a 400."""
 
         q = self.QueryInput(data=filter_params(request))
         q.is_valid(raise_exception=True)
         actor = request.actor
         d = dict(q.validated_data)
+        if d.pop("awaiting_approval"):
+            # An approver outside the team reads a candidate promoted into it (access.asset_readable's
+            # approver path): the queue is not a subset of the readable list.
+            paginator = self.pagination_class()
+            page = paginator.paginate_queryset(selectors.approval_candidates(actor).filter(**d), request, view=self)
+            mine = [a for a in page if access.can_approve(actor, a)[0]]
+            return paginator.get_paginated_response(AssetOutput(selectors.as_read_by(actor, mine), many=True,
+                                                                context={"for_agent": False}).data)
         qs = access.readable_assets(actor).filter(selectors.served_to_q(actor))
         if "status" in d:  # the status as the reader is given the asset (to an agent: as served)
             qs = qs.filter(selectors.served_status_q(actor, d.pop("status")))

@@ -180,3 +180,27 @@ def binding_serving(binding) -> tuple[int | None, str]:
         return None, (f"This asset's visibility ({asset.visibility}) no longer includes the agent, so it "
                       "receives nothing from it: a binding never widens visibility.")
     return served_version(asset), serving_note(asset)
+
+
+def approval_candidates(actor: Actor):
+    """The candidates ``actor`` may be asked to approve, narrowed in SQL, newest first: a promoted
+    candidate (its pending promotion names the target) or an approved asset's edit awaiting review,
+    into a team the actor administers, or any for an org admin; never an org-wide target for a team
+    admin. The decision is ``assets.access.can_approve`` on each row (a restricted target needs an
+    ACL write grant): callers filter the rows they read with it."""
+    from memory.models import Visibility
+
+    if actor.agent is not None or not (actor.is_org_admin or actor.team_admin_ids):
+        return Asset.objects.none()
+    qs = Asset.objects.filter(org=actor.org, status=AssetStatus.CANDIDATE).filter(
+        ~Q(promotion={}) | Q(approved_version__isnull=False))
+    if not actor.is_org_admin:
+        admin_of = list(actor.team_admin_ids)
+        qs = qs.filter(Q(promotion__team_id__in=admin_of)
+                       | Q(promotion={}, visibility=Visibility.TEAM, team_id__in=admin_of))
+        # can_approve refuses an org-wide target to anyone but an org admin; saying so in SQL keeps
+        # those candidates (often many, all in the admin's team) from using up a scan. The has_key
+        # term keeps a promotion without the key (SQL NULL there, target = the asset's own
+        # visibility): NOT (NULL) would drop it.
+        qs = qs.exclude(Q(promotion__has_key="visibility") & Q(promotion__visibility=Visibility.ORG))
+    return qs.order_by("-id")

@@ -528,23 +528,11 @@ def assets_awaiting_approval(*, actor: Actor, limit: int = 20) -> list:
     backlog of unapprovable ones costs a bounded number of queries (beyond it the queue may show
     fewer; the asset list filtered on status=candidate shows them all)."""
     from assets.access import can_approve
-    from assets.models import Asset, AssetStatus
+    from assets.selectors import approval_candidates
 
-    if actor.agent is not None or not (actor.is_org_admin or actor.team_admin_ids) or limit < 1:
+    if limit < 1:
         return []
-    # A candidate is either promoted (a pending promotion names its target) or an approved asset's
-    # edit awaiting review (no promotion, an approved version still served: ``assets.selectors``).
-    qs = Asset.objects.filter(org=actor.org, status=AssetStatus.CANDIDATE).filter(
-        ~Q(promotion={}) | Q(approved_version__isnull=False))
-    if not actor.is_org_admin:
-        admin_of = list(actor.team_admin_ids)
-        qs = qs.filter(Q(promotion__team_id__in=admin_of)
-                       | Q(promotion={}, visibility=Visibility.TEAM, team_id__in=admin_of))
-        # can_approve refuses an org-wide target to anyone but an org admin; saying so in SQL keeps
-        # those candidates (often many, all in the admin's team) from using up the scan. The
-        # has_key term keeps a promotion without the key (SQL NULL there, target = the asset's own
-        # visibility) in the queue: NOT (NULL) would drop it.
-        qs = qs.exclude(Q(promotion__has_key="visibility") & Q(promotion__visibility=Visibility.ORG))
+    qs = approval_candidates(actor)
     qs = qs.only(*ASSET_LIST_COLUMNS).order_by("-id")
     page_size = max(limit, APPROVAL_PAGE)
     rows: list = []
