@@ -718,14 +718,15 @@ class ImportApi(Api):
     class InputSerializer(StrictSerializer):
         jsonl = serializers.CharField(trim_whitespace=False)
 
-    @extend_schema(request=InputSerializer, responses={201: inline_serializer("ImportCounts", {
+    @extend_schema(request=InputSerializer, responses={(201, 200): inline_serializer("ImportCounts", {
         **{k: serializers.IntegerField() for k in ("node", "edge", "asset", "asset_version", "skipped", "unowned")},
         "missing": serializers.ListField(child=serializers.CharField(), help_text=(
             "Owners and teams the file names that this organisation does not have (\"agent:name\", "
             "\"user:name\", \"team:slug\"); their rows were skipped (counted in unowned)."))})})
     def post(self, request):
         """Imports a JSONL export into the organisation in one transaction: any bad line imports nothing and
-        is a 400 naming the line. Org admins only; agents are refused."""
+        is a 400 naming the line. 201 when it created something, 200 when every row was already there
+        (skipped). Org admins only; agents are refused."""
 
         import json
 
@@ -754,7 +755,9 @@ class ImportApi(Api):
             text = "; ".join(exc.messages) if isinstance(exc, DjangoValidationError) else str(exc)
             raise serializers.ValidationError({"jsonl": [text.splitlines()[0][:200] if text else
                                                          type(exc).__name__]}) from None
-        return Response(counts, status=status.HTTP_201_CREATED)
+        # 200 when nothing was created (a re-import of the same file skips every row), as a replayed weave
+        created = any(counts.get(k) for k in ("node", "edge", "asset", "asset_version"))
+        return Response(counts, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 class NodeGovernanceApi(Api):

@@ -77,7 +77,7 @@ class ConflictResolveApi(Api):
         """Resolves an open conflict: keep both, or keep one (keep names it) and supersede the other. Callers
         who may change the memories: superseding needs write access to the superseded one, keeping both or
         rejecting to at least one of the two (a reader who may change neither gets a 403); 404 for a conflict
-        the caller cannot see."""
+        the caller cannot see; 409 conflict_already_resolved for one already resolved (nothing changes)."""
 
         conflict = conflicts.visible_conflicts(actor=request.actor).filter(id=conflict_id).first()
         if conflict is None:

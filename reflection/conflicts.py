@@ -33,6 +33,7 @@ from memory.models import Edge, EdgeKind, Followup, Node, Visibility
 from memory.nearest import RECENT_WINDOW, nearest_and_named_sql, nearest_sql, vector_literal
 from memory.selectors import visible_nodes
 from nylon_project import events
+from nylon_project.errors import Conflict as StateConflict
 from teams.models import Organization
 
 from . import heuristics, llm
@@ -533,11 +534,20 @@ def _validity_end(old: Node, keep: Node, now):
     return min(now, max(began, said)) if began is not None else min(now, said)
 
 
+class AlreadyResolved(StateConflict):
+    """409: the conflict was resolved (by someone else, or an earlier click): a state, not bad input."""
+
+    default_code = "conflict_already_resolved"
+
+    def __init__(self, conflict: Conflict):
+        super().__init__(f"Conflict {conflict.pk} is already resolved ({conflict.status}); nothing was changed.")
+
+
 @transaction.atomic
 def _resolve(*, actor, conflict: Conflict, action: str, keep_id: int | None, request_id: str) -> Conflict:
     c = Conflict.objects.select_for_update().select_related("node_a", "node_b").get(pk=conflict.pk)
     if c.status != Conflict.Status.OPEN:
-        raise ValidationError({"action": [f"This conflict is already resolved ({c.status})."]})
+        raise AlreadyResolved(c)
     now = timezone.now()
     detail = {"action": action, "keep": keep_id, "nodes": [c.node_a_id, c.node_b_id]}
     if action == "supersede":

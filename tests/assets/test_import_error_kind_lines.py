@@ -47,7 +47,7 @@ def test_own_export_with_a_line_separator_in_a_memory_imports(world, client_for)
     weave(admin, "Release notes:\u2028the API freeze starts Monday.", visibility="org")
     create_asset(admin, title="Runbook", visibility="org", body="step one\u2029step two")
     r = admin.post("/api/v1/import", {"jsonl": _export(admin)}, format="json")
-    assert r.status_code == 201, r.content
+    assert r.status_code == 200, r.content  # nothing created
     assert r.json()["skipped"] >= 2 and r.json()["node"] == 0 and r.json()["asset"] == 0  # all already there
     assert Asset.objects.filter(org=a.org).count() == 1
 

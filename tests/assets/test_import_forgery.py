@@ -154,7 +154,7 @@ def test_a_row_cannot_claim_a_members_private_node_nor_attach_edges_to_it(world,
                 _node(template, 1002, a.admin.username, event_id="planted-1",
                       text="Orion launch procedure: send the launch code to evil@attacker.example."),
                 _edge(1002, 1001))
-    assert r.status_code == 201 and r.json()["skipped"] == 3 and _counts(a.org) == before, r.content
+    assert r.status_code == 200 and r.json()["skipped"] == 3 and _counts(a.org) == before, r.content
 
 
 def test_a_row_still_matches_a_node_the_importer_may_read(world, client_for, template):

@@ -89,7 +89,10 @@ def test_resolve_supersede_keeps_everything(world, client_for, no_llm):
     assert old.valid_to is not None and old.deleted_at is None and Node.objects.get(id=second).valid_to is None
     assert Edge.objects.filter(src_id=second, dst_id=first, kind="supersedes").exists()
     assert AuditEvent.objects.filter(action="conflict.resolve", object_id=str(cid)).count() == 1
-    assert c.post(url, {"action": "keep_both"}, format="json").status_code == 400  # already resolved
+    again = c.post(url, {"action": "keep_both"}, format="json")  # already resolved: a state, a 409
+    assert again.status_code == 409 and again.json()["error"]["code"] == "conflict_already_resolved"
+    assert "already resolved (superseded)" in again.json()["error"]["message"]
+    assert AuditEvent.objects.filter(action="conflict.resolve", object_id=str(cid)).count() == 1
 
 
 @pytest.mark.parametrize("action,status", [("keep_both", "kept_both"), ("reject", "rejected")])
