@@ -262,8 +262,14 @@ def _asset_post(request, asset_id: int):
         d = form.cleaned_data
         agent = team_access.access_agent_by_id(actor, d["agent"], for_write=False)
         services.require_binding_admin(actor, agent)
-        services.binding_set(actor=actor, agent=agent, asset=asset, mode=d["mode"], priority=d["priority"],
-                             request_id=rid)
+        try:
+            services.binding_set(actor=actor, agent=agent, asset=asset, mode=d["mode"], priority=d["priority"],
+                                 request_id=rid)
+        except drf.ValidationError as exc:
+            # the service speaks the API's fields ("asset_id: This agent may not read this asset"): on
+            # the form, in words, beside what was chosen
+            add_form_errors(form, exc.detail)
+            return _detail(request, asset, binding_form=form, status=400)
         messages.success(request, _("Bound to %(agent)s.") % {"agent": agent.name})
         if asset_selectors.served_version(asset) is None:
             messages.warning(request, asset_selectors.serving_note(asset))

@@ -23,7 +23,8 @@ from .base import next_page_qs, page
 def conflicts(request):
     status = request.GET.get("status", Conflict.Status.OPEN)
     if status not in Conflict.Status.values:
-        status = Conflict.Status.OPEN
+        # said, then the open queue (the page ``back`` names): a silent open list read as "no such ones"
+        raise drf.ValidationError({"status": [_("Unknown status: %(s)s.") % {"s": status[:40]}]})
     after_raw = request.GET.get("after", "")
     after = parse_id(after_raw)
     if after_raw and after is None:

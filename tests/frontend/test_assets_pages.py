@@ -532,7 +532,11 @@ def test_binding_refusals(world, assets, login):
                           grantee_kind="team_role", team_id=a.team.id, team_role="member")
     r = admin.post(f"/console/assets/{team_asset.id}/", {"op": "bind", "agent": other_team_agent.id, "mode": "full",
                                                           "priority": 1})
-    assert r.status_code == 302 and "never widen" in admin.get(r["Location"]).content.decode()
+    # on the binding form, in words: not the API's field name
+    assert r.status_code == 400
+    form = re.search(r'<form method="post" class="form inline-form" id="binding-add">.*?</form>',
+                     r.content.decode(), re.S).group(0)
+    assert "never widen" in form and "asset_id" not in r.content.decode()
     assert not AgentBinding.objects.exists()
     # a member cannot remove an admin's binding
     services.binding_set(actor=actor(a.admin, a.org), agent=a.agent, asset=skill, mode="full", priority=1)

@@ -51,6 +51,10 @@ def test_supersede_from_the_console_closes_the_older_memory_and_is_audited(world
                                      object_id=str(conflict.id)).exists()
     resolved = c.get("/console/conflicts/?status=superseded").content.decode()
     assert re.search(rf'id="conflict-{conflict.id}"', resolved)
+    # an unknown status is said, then the open queue is shown (it was the open list, silently)
+    r = c.get("/console/conflicts/?status=bogus", follow=True)
+    assert r.redirect_chain and r.redirect_chain[-1][0].endswith("/console/conflicts/")
+    assert "Unknown status: bogus." in r.content.decode()
 
 
 def test_keep_both_and_refusals(world, login, conflict, hidden_conflict):
