@@ -869,11 +869,13 @@ def _words(text: str) -> frozenset[str]:
 # Where a text's clauses meet: "...; their sign-off meeting is December 3", "... and the board meeting
 # is on October 5", "..., but the retro is Monday". An "and" only before a new subject, and only once
 # the clause before has its verb: "The design review and the retro moved to Friday" is one clause.
-_CLAUSE_BREAK = re.compile(r"\s*;\s*|\s+[\u2014\u2013-]\s+|,?\s+(?:but|while|whereas|although|though)\s+|"
+# (Tried at the start of a run of spaces only: from inside one every try rescanned the run, quadratic in
+# its length.)
+_CLAUSE_BREAK = re.compile(r"(?<!\s)(?:\s*;\s*|\s+[\u2014\u2013-]\s+|,?\s+(?:but|while|whereas|although|though)\s+|"
                            # a result after a comma: "marketing moved the campaign, so the freeze now runs ..."
                            r",\s+so\s+(?=(?:the|a|an|our|their|its|we|they|it|i|he|she|this|that|these|those)\b)|"
                            r",?\s+(?P<and>and)\s+(?=(?:the|a|an|our|their|its|his|her|we|they|it|i|he|she|this|"
-                           r"that|these|those)\b)", re.I)
+                           r"that|these|those)\b))", re.I)
 _HAS_VERB = re.compile(rf"\b(?:is|are|was|were|will|would|has|have|had|now|can|could|do|does|did)\b|'s\b|'re\b|"
                        rf"\b\w{{3,}}ed\b|{_WHEN}", re.I)
 
@@ -1023,6 +1025,10 @@ def _same_dated_thing(x: frozenset[str], y: frozenset[str]) -> bool:
     return bool(x - _RELEASE_WORDS) and x - _RELEASE_WORDS == y - _RELEASE_WORDS
 
 
+_RECURRENCE = frozenset({"every", "each", "daily", "weekly", "monthly", "day", "week", "month", "morning",
+                         "afternoon", "evening", "usual", "usually", "always", "regular", "regularly"})
+
+
 def _contrasted_when(a_text: str, b_text: str) -> str | None:
     """One side gives a thing a day or a time and, after ", not", the one it gives up ("the standup
     is at 10:00, not 9:30"); the other dates the same thing (one side's words within the other's) at
@@ -1037,10 +1043,17 @@ def _contrasted_when(a_text: str, b_text: str) -> str | None:
         old = _dated(f"at {m['old']}").when
         if not given.what or not old:
             continue
+        new = _dated(f"at {m['new']}").when
         for y in (_dated(y_text[s:e]) for spans in _date_clause_spans(y_text) for s, e in spans):
             if y.st.negated or not (old & y.when) or not y.what:
                 continue
-            if given.what <= y.what or y.what <= given.what:
+            # a clause that gives the new time too, or moves or calls off the old one, agrees ("moved
+            # the standup from 9:30 to 10:00", "the 9:30 slot is cancelled")
+            if (new & y.when or _MOVED.search(y.text) or re.search(rf"\b{_CALLED_OFF}\b|\bfrom\b", y.text, re.I)):
+                continue
+            # the other side dates this thing, with no other words than a recurrence ("every day"):
+            # "lunch orders are due at 12:00" is not lunch, "the 2pm meeting with Acme" one meeting
+            if y.what - _RECURRENCE <= given.what:
                 first, second = (m["new"], m["old"]) if x_first else (m["old"], m["new"])
                 return f"rescheduled: {first} vs {second}"
     return None
@@ -1274,6 +1287,11 @@ _AGENT = re.compile(r"(?:^|(?<=[,:;]))\s*(?:(?:the|our)\s+)?(?:(?-i:[A-Z][\w-]{0
                     r"(?:\s+(?:just|finally|already|also|officially|have|has|had|then))*\s*$", re.I)
 
 
+# What is moved somewhere to be kept, not given a new value: "we moved the API key to vault-2".
+_SECRET_WORDS = frozenset({"key", "token", "password", "secret", "credential", "cert", "certificate", "passphrase",
+                           "keypair", "apikey", "pin"})
+
+
 def _shape(name: str) -> str:
     """A name's letters and digits as classes: "db-3" and "db-7" are "a-0", "abc123" is "a0"."""
     return re.sub(r"[^\W\d_]+", "a", re.sub(r"\d+", "0", name.lower()))
@@ -1315,7 +1333,7 @@ def _changed_value(a_text: str, b_text: str, a: Statement, b: Statement) -> str 
         # Moved "to vault-2" is most often moved to a place ("the API key is abc123" is not its
         # vault); moved to a name of the old value's shape is its new value ("the primary database
         # host is db-3" / "... moved to db-7", "us-east-1" / "eu-west-1").
-        if moved_to and _shape(moved_to) != _shape(old):
+        if moved_to and (_shape(moved_to) != _shape(old) or thing & _SECRET_WORDS):
             continue
         said = re.sub(r"(?:\s+(?:is|are|was|were|has|have|had|been|be|got|gets|just|now))+\s*$", "",
                       rest[:change.start()].strip(), flags=re.I)
@@ -1727,16 +1745,26 @@ def _gave_up(a_text: str, b_text: str, a: Statement, b: Statement) -> str | None
 # cancelled") or active ("we cancelled the design review"); the thing called off is the words before
 # the passive or after the active verb.
 _CALLED_OFF = r"(?:cancell?ed|called\s+off|scrapped)"
-_CANCEL_PASSIVE = re.compile(rf"\s*(?:\b(?:is|was|were|are|has\s+been|have\s+been|got|gets|been|be)\s+)?(?:now\s+)?"
+_CANCEL_PASSIVE = re.compile(rf"(?:\b(?:is|was|were|are|has\s+been|have\s+been|got|gets|been|be)\s+)?(?:now\s+)?"
                              rf"(?:officially\s+)?\b{_CALLED_OFF}\b", re.I)
+_CANCEL_WORD = re.compile(r"\b(?:cancel|call(?:s|ed)?\s+off|scrap)", re.I)
+# A calling off not done: only near, ahead or needed ("was almost cancelled", "I'll cancel", "we need to
+# cancel").
+_CANCEL_NOT_DONE = re.compile(r"\b(?:almost|nearly|will|shall|should|must|need(?:s|ed)?\s+to|going\s+to|have\s+to|"
+                              r"has\s+to|had\s+to|want(?:s|ed)?\s+to)\b|'ll\b", re.I)
+# A dated side that recurs: one occurrence called off leaves the schedule ("Monday's standup is
+# cancelled" against "the standup is on Mondays at 10").
+_SCHEDULE = re.compile(r"\b(?:every|each|weekly|daily|monthly|biweekly|fortnightly)\b|"
+                        r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)days\b", re.I)
 _CANCEL_ACTIVE = re.compile(r"\b(?:cancel(?:s|led|ed)?|call(?:s|ed)?\s+off|scrap(?:s|ped)?)\s+(?P<obj>.+)$", re.I)
 _CANCEL_WORDS = frozenset({"cancel", "cancels", "cancelled", "canceled", "call", "calls", "called", "off", "scrap",
                            "scraps", "scrapped", "officially", "got", "gets"})
 
 
 def _days_named(text: str) -> frozenset[str]:
-    """The days a text names, written alike: "March 3" and "3rd of March" are "3 mar", "Friday" "friday"."""
-    out = set()
+    """The days and times a text names, written alike: "March 3" and "3rd of March" are "3 mar",
+    "Friday" "friday", "9:30" "9:30"."""
+    out = set(re.findall(r"\b\d{1,2}:\d\d\b|\b\d{1,2}\s*(?:am|pm)\b", text.lower()))
     for m in _DATE_RE.finditer(text):
         out.add(f"{int(m['d1'] or m['d2'])} {(m['m1'] or m['m2']).lower()[:3]}")
     out |= {w for w in re.findall(r"[a-z]+", text.lower()) if w.rstrip("s") in _WEEKDAYS}
@@ -1745,8 +1773,14 @@ def _days_named(text: str) -> frozenset[str]:
 
 def _called_off(text: str) -> tuple[frozenset[str], frozenset[str]] | None:
     """What the text calls off (its words) and the days it names, or None."""
-    for sentence in _sentences(text):
-        clause = _REASON.sub("", _LEAD_IN.sub("", sentence, count=1), count=1).strip().rstrip(".!")
+    if not _CANCEL_WORD.search(text):
+        return None  # most texts: no sentence scans (the reason pattern is slow on long runs of spaces)
+    # each clause apart: "Standup at 9:30 is cancelled; it's at 10:00 now" calls off the 9:30 one only
+    clauses = (sentence[s:e] for sentence in _sentences(text) for s, e in _clause_spans(sentence))
+    for part in islice(clauses, _MAX_CLAUSES):
+        if not _CANCEL_WORD.search(part):
+            continue
+        clause = _REASON.sub("", _LEAD_IN.sub("", part, count=1), count=1).strip().rstrip(".!")
         passive = _CANCEL_PASSIVE.search(clause)
         active = _CANCEL_ACTIVE.search(clause)
         if passive and not clause[passive.end():].strip(" ,;:-—"):
@@ -1759,6 +1793,7 @@ def _called_off(text: str) -> tuple[frozenset[str], frozenset[str]] | None:
         else:
             continue
         days = _days_named(clause)
+        words = re.sub(r"'s?\b|\u2019s?\b", "", words)  # "Friday's design review" is the Friday one
         thing = statement(words).core - _NOT_SUBJECT - _WHEN_WORDS - _DAY_WORDS - _MONTH_SHORT - _CANCEL_WORDS
         return (thing, days) if thing else None
     return None
@@ -1769,19 +1804,23 @@ def _cancelled(a_text: str, b_text: str, a: Statement, b: Statement) -> str | No
     design review was cancelled"): the same thing (one side's words within the other's), and not
     another day's ("the March 3 review was cancelled" leaves the one on March 10). Not when the calling
     off is denied, proposed or weighed ("we might cancel ..."), nor when both call it off."""
+    offs = {a_text: _called_off(a_text), b_text: _called_off(b_text)}  # each text read once
     for x_text, y_text, x in ((a_text, b_text, a), (b_text, a_text, b)):
-        if x.negated or _NOT_DONE.search(x_text) or _called_off(y_text):
+        off = offs[x_text]
+        if off is None or offs[y_text] is not None or x.negated or _NOT_DONE.search(x_text):
             continue
-        off = _called_off(x_text)
-        if off is None:
+        if _CANCEL_NOT_DONE.search(x_text):
             continue
         thing, days = off
         for dated in (_dated(y_text[s:e]) for spans in _date_clause_spans(y_text) for s, e in spans):
-            if dated.st.negated or not dated.is_day or not dated.what:
+            if dated.st.negated or not dated.is_day or not dated.what or _SCHEDULE.search(dated.text):
                 continue
-            if not (thing <= dated.what or dated.what <= thing):
+            # what is called off is the whole event, not a part of it ("the launch party", "the design
+            # review room booking", "my invite to the design review")
+            if not thing <= dated.what:
                 continue
-            if days and not days & _days_named(dated.text):
+            # (the day it gives, not one it gives up: "is at 10:00, not 9:30" is at 10:00)
+            if days and not days & _days_named(_WHEN_CONTRAST.sub(lambda m: m["new"], dated.text)):
                 continue
             return f"called off: {', '.join(_when_words(dated.text, dated.st))} vs cancelled"
     return None
@@ -1809,13 +1848,21 @@ _STATED_AS = (r"\b(?:is|are|was|were|be|been|being|stays?|remains?|becomes?|beca
               r"\s+(?:(?:now|still|officially|actually|currently|again)\s+)*{w}\b")
 _RELATIVE_DAY = re.compile(r"\b(?:today|tonight|tomorrow|yesterday|right\s+now|at\s+the\s+moment|this\s+"
                            r"(?:morning|afternoon|evening|week|weekend))\b", re.I)
+_CONDITION = re.compile(r"\b(?:if|when|whenever|unless|once|while|until)\b", re.I)
 _PRONOUNS = frozenset({"it", "its", "this", "that", "they", "them", "these", "those", "we", "i", "you", "he", "she"})
 
 
 def _opposite_state(a_text: str, b_text: str) -> str | None:
-    """The same statement with one word turned to its opposite, and nothing else changed."""
-    wa = [w for w in re.findall(r"[a-z][a-z'-]*|\d[\w.:-]*", a_text.lower()) if w not in _STATE_FILLER]
-    wb = [w for w in re.findall(r"[a-z][a-z'-]*|\d[\w.:-]*", b_text.lower()) if w not in _STATE_FILLER]
+    """The same statement with one word turned to its opposite, and nothing else changed; not a
+    condition ("if the flag is enabled, ...": what follows from each state)."""
+    if _CONDITION.search(a_text) or _CONDITION.search(b_text):
+        return None
+
+    def words(text: str) -> list[str]:
+        low = re.sub(r"'(?:s|re|ll|ve|d|m)\b", "", text.lower().replace("’", "'"))  # "it's" is "it"
+        return [w for w in re.findall(r"[a-z][a-z'-]*|\d[\w.:-]*", low) if w not in _STATE_FILLER]
+
+    wa, wb = words(a_text), words(b_text)
     only_a, only_b = set(wa) - set(wb), set(wb) - set(wa)
     if len(only_a) != 1 or len(only_b) != 1 or not (set(wa) & set(wb)) - _PRONOUNS:
         return None
