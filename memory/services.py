@@ -123,8 +123,9 @@ def _replay_differs(stored: _Stored, *, text: str, speaker: str, session_key: st
     and time count only when the retry names them: left out, they are the writer's defaults, which
     name nothing the stored memory must have."""
     when = None
-    if occurred_at is not None:
-        when = timezone.make_aware(occurred_at) if timezone.is_naive(occurred_at) else occurred_at
+    if occurred_at is not None:  # a naive time as the ORM stores it: in the default zone
+        when = (timezone.make_aware(occurred_at, timezone.get_default_timezone()) if timezone.is_naive(occurred_at)
+                else occurred_at)
     return [name for name, differs in (("text", stored.text_md5 != _md5(text)),
                                        ("speaker", stored.speaker != speaker[:200]),
                                        ("session_key", stored.session_key != session_key),
@@ -1067,7 +1068,7 @@ def _bulk_write(*, actor: Actor, sessions: Sequence[SessionIn], teams: list[Team
 def _occurred(turn: TurnIn, now: datetime) -> datetime:
     """A turn's time; a naive one is read in the default zone, as the ORM would store it."""
     when = turn.occurred_at or now
-    return timezone.make_aware(when) if timezone.is_naive(when) else when
+    return timezone.make_aware(when, timezone.get_default_timezone()) if timezone.is_naive(when) else when
 
 
 def _node_rows(actor, owner, sessions, teams, rows, plan, vectors, source_kind, now):

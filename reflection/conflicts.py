@@ -22,7 +22,8 @@ from contextlib import contextmanager
 
 from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet, Value
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 from rest_framework.exceptions import ValidationError
 
@@ -567,7 +568,9 @@ def _resolve(*, actor, conflict: Conflict, action: str, keep_id: int | None, req
         ended = _validity_end(old, keep, now)
         Node.objects.filter(pk=old.pk, valid_to__isnull=True).update(valid_to=ended)
         unsupported = [n for n in _unsupported_derivations(c.org_id, old.pk) if n != keep.pk]
-        Node.objects.filter(pk__in=unsupported).update(valid_to=ended)
+        # (a derivation begun after that moment ends where it began: never before it)
+        Node.objects.filter(pk__in=unsupported).update(
+            valid_to=Greatest(Value(ended), Coalesce(F("valid_from"), F("occurred_at"))))
         Edge.objects.bulk_create([Edge(org=c.org, src=keep, dst_id=gone, kind=EdgeKind.SUPERSEDES,
                                        weight=EDGE_WEIGHTS["supersedes"]) for gone in [old.pk, *unsupported]],
                                  ignore_conflicts=True)

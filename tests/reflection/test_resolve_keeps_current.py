@@ -58,6 +58,11 @@ def test_a_superseded_memory_is_valid_until_the_kept_one_was_said(world, client_
                                text="The billing service runs PostgreSQL 15.", occurred_at="2026-11-10T10:00:00Z",
                                valid_from="2026-11-10T10:00:00Z", source_node_ids=[old],
                                tension_updated_at="2026-11-10T10:00:00Z")
+    # ... and one drawn later (an idle reflection of the 28th) ends where it began, not before
+    late = Node.objects.create(org=a.org, owner_agent=a.agent, visibility="private", kind="fact",
+                               text="Billing is on PostgreSQL 15.", occurred_at="2026-11-28T10:00:00Z",
+                               valid_from="2026-11-28T10:00:00Z", source_node_ids=[old],
+                               tension_updated_at="2026-11-28T10:00:00Z")
     conflicts.detect(org_id=a.org.id, node_ids=[new])
     conflict = Conflict.objects.get(node_a_id=old, node_b_id=new)
     keep, gone = (new, old) if keep_newer else (old, new)
@@ -69,5 +74,7 @@ def test_a_superseded_memory_is_valid_until_the_kept_one_was_said(world, client_
     assert Node.objects.get(pk=keep).valid_to is None
     if keep_newer:
         assert Node.objects.get(pk=fact.pk).valid_to == ended
+        late_node = Node.objects.get(pk=late.pk)
+        assert late_node.valid_to == late_node.valid_from > ended
     body = client_for(a.key).get(f"/api/v1/memories/nodes/{gone}").json()
     assert body["silks"]["temporal"]["valid_to"].startswith("2026-11-24T10:00")

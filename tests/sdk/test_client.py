@@ -36,6 +36,7 @@ def test_weave_resonate_and_nodes(nylon_server, world):
         top = res.hits[0]
         assert top.node_id == one.node_ids[0] and "Biscuit" in top.text
         assert isinstance(top.explanation, ny.Explanation) and top.explanation.parts
+        assert top.matched is True and top.occurred_at  # when it happened, and that it matches
         assert res.route["qtype"] and "total" in res.timing_ms
 
         node = nylon.get_node(batch.node_ids[1])

@@ -188,7 +188,8 @@ class Endpoints:
         or a re-run import writes its turns twice. Give each turn a stable ``event_id`` (your own
         message id), or derive them with ``with_event_ids(session_key, turns)`` — over the whole
         input, before batching — as ``nylon weave`` does; sent again, the same event_id with the
-        same text, speaker and session is a replay (200, nothing written), and with different ones a
+        same text, speaker and session is a replay (200, nothing written), and with different ones,
+        or naming another ``occurred_at``, ``visibility`` or ``team_id`` than was stored, a
         ``ConflictError`` (409 ``event_id_reused``) that writes nothing.
 
         A turn is a str, a ``Turn`` or a dict of its fields: ``text``, ``speaker``, ``occurred_at``,

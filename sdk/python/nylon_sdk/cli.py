@@ -398,7 +398,8 @@ def cmd_weave(args, client: Client) -> int:
         session = "cli-" + hashlib.sha256(text.encode()).hexdigest()[:16]
     # Plain text and id-less JSON turns carry no event_id, and the server dedupes on nothing else: a
     # re-run wrote every turn again. Ids derived from the session and each turn's content make it a
-    # replay, and give an edited line a new id (a new memory) rather than a 409 event_id_reused.
+    # replay, and give an edited text or speaker a new id (a new memory) rather than a 409
+    # event_id_reused; an edited occurred_at, or another --visibility / --team, is a 409 (nothing written).
     turns = with_event_ids(session, turns, prefix="cli-")
     progress = Progress(len(turns), "weave", enabled=not args.quiet)
     node_ids: list[int] = []

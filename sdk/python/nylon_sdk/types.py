@@ -143,7 +143,10 @@ def with_event_ids(session_key: str, turns: Iterable[Turn | str | dict], *, pref
     ids of those after it). So a turn whose text, caption or speaker changed gets a new id and is
     written as a new memory (the old one stays) rather than refused as a 409 ``event_id_reused``,
     and the same turns sent to another session are new memories there (event_ids are unique per
-    writer across sessions). Derive over the whole input before splitting it into batches."""
+    writer across sessions). A turn's ``occurred_at`` is not in the id (ids made before stay the
+    same): a turn sent again with another ``occurred_at``, or a request naming another
+    ``visibility`` or ``team_id`` than the turns were stored with, is a 409 ``event_id_reused`` that
+    writes nothing. Derive over the whole input before splitting it into batches."""
     repeats: Counter[tuple[str, str, str]] = Counter()
     out = []
     for turn in map(Turn.coerce, turns):
@@ -191,6 +194,9 @@ class Hit:
     kind: str
     explanation: Explanation
     disputed_by: list = field(default_factory=list)  # [{"node_id", "occurred_at"}]: open conflicts, oldest first
+    occurred_at: str | None = None  # when it happened (ISO 8601)
+    speaker: str = ""
+    matched: bool = False  # matches the query by its words or close in meaning (only these are reinforced)
     raw: dict = field(default_factory=dict, repr=False)
 
     @classmethod
