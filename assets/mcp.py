@@ -22,6 +22,7 @@ from django.db import DataError, InterfaceError, OperationalError, close_old_con
 from django.http import Http404
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ConfigDict
 from rest_framework.exceptions import APIException, Throttled, ValidationError
 
 from nylon_project.parsers import unstorable_text
@@ -147,29 +148,44 @@ def _tool_call(fn: F) -> F:
 
 
 def tool_weave(actor: Actor, *, text: str, visibility: str = "", session_key: str = "",
-               speaker: str = "", event_id: str = "") -> dict:
+               speaker: str = "", event_id: str = "", occurred_at: str = "", team_id: int | None = None) -> dict:
     """``visibility`` empty: the agent's default_visibility (its team for an agent made in a team).
-    ``event_id`` makes a retried call a replay (created 0) instead of a second memory, as in REST."""
+    ``event_id`` makes a retried call a replay (created 0) instead of a second memory, as in REST.
+    ``occurred_at`` (ISO 8601, empty: now) dates a backfill; ``team_id`` names the team of a team
+    memory (an agent writes only to its own team)."""
     from memory import services
     from memory.apis import WeaveApi
+    from nylon_project.api import team_from_input
 
     # REST weave's own serializer, so both paths accept the same input (text non-empty and at most
     # 20,000 characters, speaker and session_key at most 200, a write visibility, no NUL); the
     # wrapper of every tool (_tool_call) has already refused unstorable text (unpaired surrogates).
     s = WeaveApi.InputSerializer(data={"text": text, "session_key": session_key, "speaker": speaker,
-                                       "event_id": event_id, **({"visibility": visibility} if visibility else {})})
+                                       "event_id": event_id, **({"visibility": visibility} if visibility else {}),
+                                       **({"occurred_at": occurred_at} if occurred_at else {}),
+                                       **({"team_id": team_id} if team_id is not None else {})})
     if not s.is_valid():
         raise ToolError(f"Invalid input: {_detail(s.errors)}")
     d = s.validated_data
     try:
         r = services.weave_session(actor=actor, session_key=d["session_key"], visibility=d["visibility"],
-                                   turns=[services.TurnIn(text=d["text"], speaker=d["speaker"], event_id=d["event_id"])])
+                                   team=team_from_input(actor, d["team_id"]),
+                                   turns=[services.TurnIn(text=d["text"], speaker=d["speaker"], event_id=d["event_id"],
+                                                          occurred_at=d["occurred_at"])])
     except services.ChangedReplay as exc:
         raise ToolError(exc.message) from None
     return {"node_ids": r.node_ids, "created": r.created, "embedded": r.embedded}
 
 
 MCP_MAX_K = 20  # hits a model reads in one tool answer
+MAX_QUERY_CHARS = 4000  # as REST's query field
+
+
+def _check_query(query: str) -> None:
+    """A query longer than REST's limit is refused as REST refuses it: it was cut silently, and a
+    1.4 MB one was read whole before being cut."""
+    if len(query) > MAX_QUERY_CHARS:
+        raise ToolError(f"Invalid input: query: at most {MAX_QUERY_CHARS} characters (got {len(query)}).")
 
 
 def tool_resonate(actor: Actor, *, query: str, k: int = 5) -> dict:
@@ -183,7 +199,8 @@ def tool_resonate(actor: Actor, *, query: str, k: int = 5) -> dict:
     # As the context's recall (the model reads these hits directly): each with when it happened and
     # who said it, whether it matches the query, the same statement once (``folded``) and a model's
     # written-back answers below the memories they restate.
-    found = recall_for(actor=actor, query=query[:4000], k=k)
+    _check_query(query)
+    found = recall_for(actor=actor, query=query, k=k)
     hits = [h.as_item() for h in found.hits[:k]]
     if recalled := matched_ids(hits):
         services.record_recall(node_ids=recalled)
@@ -201,7 +218,8 @@ MCP_CONTEXT_KEYS = ("context", "stable_hash", "no_match", "degraded", "degraded_
 def tool_context(actor: Actor, *, query: str = "", language: str = "en") -> dict:
     from .context import build_context, pick_language
 
-    bundle = build_context(actor=actor, query=query[:4000], language=pick_language(language)).as_dict()
+    _check_query(query)
+    bundle = build_context(actor=actor, query=query, language=pick_language(language)).as_dict()
     return {k: bundle[k] for k in MCP_CONTEXT_KEYS}
 
 
@@ -242,6 +260,14 @@ class _Server(MCPServer):
             # ORM calls would run on the event loop's thread, not the worker thread it cleans up.
             raise TypeError(f"MCP tools are sync functions: {fn.__name__}")
         super().add_tool(_tool_call(fn), *args, **kwargs)
+        tool = self._tool_manager.get_tool(kwargs.get("name") or fn.__name__)
+        if tool is not None:
+            # An argument the tool does not take is an error, as REST's "Unknown field.": the SDK drops
+            # it, and memory_weave(occurred_at=...) answered success with the memory dated now.
+            base = tool.fn_metadata.arg_model
+            tool.fn_metadata.arg_model = type(base.__name__, (base,), {
+                "model_config": ConfigDict(**base.model_config, extra="forbid")})
+            tool.parameters["additionalProperties"] = False
 
 
 def build_server() -> MCPServer:
@@ -250,12 +276,14 @@ def build_server() -> MCPServer:
     @server.tool(description="Save a memory (a fact, decision or result). visibility: private, team, org or "
                              "restricted; left out, the agent's default (set by an admin; its team for an agent in a "
                              "team). event_id: a key of your own for this memory, so that a retried call stores it "
-                             "once (created 0 on a replay).")
+                             "once (created 0 on a replay). occurred_at: when it happened (ISO 8601; left out, now). "
+                             "team_id: the team of a team memory (the agent's own).")
     def memory_weave(text: str, ctx: Context, visibility: str = "", session_key: str = "",
-                     speaker: str = "", event_id: str = "") -> dict[str, Any]:
+                     speaker: str = "", event_id: str = "", occurred_at: str = "",
+                     team_id: int | None = None) -> dict[str, Any]:
         actor = _actor(ctx, Scope.WRITE)
         return tool_weave(actor, text=text, visibility=visibility, session_key=session_key, speaker=speaker,
-                          event_id=event_id)
+                          event_id=event_id, occurred_at=occurred_at, team_id=team_id)
 
     @server.tool(description="Search the team memory visible to this agent (k: 1 to 20 hits).")
     def memory_resonate(query: str, ctx: Context, k: int = 5) -> dict[str, Any]:

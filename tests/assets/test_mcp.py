@@ -13,6 +13,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from assets.models import AuditEvent
+from memory.models import Node
 from nylon_project import embedded
 
 from .helpers import approve, create_asset
@@ -62,9 +63,18 @@ def test_tools_over_stdio(world, client_for):
         node = _data(await s.call_tool("memory_get", {"type": "node", "id": nid}))
         asset = _data(await s.call_tool("memory_get", {"type": "asset", "id": persona["id"]}))
         denied = await s.call_tool("memory_get", {"type": "asset", "id": private_asset["id"]})
-        return nid, hits, ctx, node, asset, denied
+        # an argument the tool does not take is an error (it was dropped: a success, the memory dated now)
+        unknown = await s.call_tool("memory_weave", {"text": "Tagged note.", "tags": ["x"]})
+        dated = _data(await s.call_tool("memory_weave", {"text": "Backfilled: the Q3 review happened.",
+                                                         "occurred_at": "2026-11-03T09:00:00Z"}))
+        schema = next(t for t in (await s.list_tools()).tools if t.name == "memory_weave").input_schema
+        return nid, hits, ctx, node, asset, denied, (unknown, dated, schema)
 
-    nid, hits, ctx, node, asset, denied = anyio.run(_session, a.key, script)
+    nid, hits, ctx, node, asset, denied, (unknown, dated, schema) = anyio.run(_session, a.key, script)
+    assert unknown.is_error and "tags" in unknown.content[0].text
+    assert not Node.objects.filter(text="Tagged note.").exists()
+    assert Node.objects.get(id=dated["node_ids"][0]).occurred_at.isoformat().startswith("2026-11-03T09:00")
+    assert schema.get("additionalProperties") is False and {"occurred_at", "team_id"} <= set(schema["properties"])
     assert hits[0]["node_id"] == nid
     assert "Be terse." in ctx["context"] and "au plus 3 fois" in ctx["context"] and f"[memory {nid}]" in ctx["context"]
     # the text and its flags: not the text again in halves, the items as JSON, the budget
