@@ -2193,4 +2193,38 @@ def conflict_reason(a_text: str, b_text: str, a_entities=(), b_entities=()) -> s
                 and not _other_actors(a_text, b_text, a, b)):
             return (f"different place or name for the same statement: "
                     f"{', '.join(sorted(a.places))} vs {', '.join(sorted(b.places))}")
+    if a.numbers and b.numbers and _differ(a.numbers, b.numbers):
+        return _part_numbers(a_text, b_text, a_entities, b_entities)
+    return None
+
+
+# Where a statement ends and an aside begins: "the Q3 budget is 55,000 euros, finance approved the
+# increase", "... 55,000 euros after finance approved it". (", " before a digit is a number's own.)
+_ASIDE = re.compile(r"[;,]\s+(?!\d)|\s+(?:after|because|since|as|so|once|when)\s+|\s[\u2014\u2013-]\s", re.I)
+_MAX_PARTS = 4
+
+
+def _part_numbers(a_text: str, b_text: str, a_entities=(), b_entities=()) -> str | None:
+    """The same statement with another number, one side with an aside after it: the whole texts
+    share too few words for the same-statement rule ("The Q3 marketing budget is 40,000 euros." vs
+    "Correction: the Q3 marketing budget is 55,000 euros, finance approved the increase."), their
+    first parts all of them. Only where an aside was cut: two texts without one were compared whole."""
+    def parts(text: str, entities) -> list[tuple[Statement, bool]]:
+        out = []
+        for sentence in _sentences(text)[:_MAX_PARTS]:
+            head = _ASIDE.split(sentence, maxsplit=1)[0]
+            st = statement(head, [e for e in entities if e in head])
+            if st.numbers and len(st.core) >= 2:
+                out.append((st, len(head.strip()) < len(sentence.strip().rstrip(".!"))))
+        return out
+
+    for x, x_cut in parts(a_text, a_entities):
+        for y, y_cut in parts(b_text, b_entities):
+            if not (x_cut or y_cut):
+                continue
+            if x.negated != y.negated or x.places != y.places or not _differ(x.numbers, y.numbers):
+                continue
+            if len(x.core & y.core) / len(x.core | y.core) >= 0.75:
+                return (f"different number or date for the same statement: "
+                        f"{', '.join(sorted(x.numbers))} vs {', '.join(sorted(y.numbers))}")
     return None

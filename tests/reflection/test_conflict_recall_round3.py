@@ -228,3 +228,28 @@ def test_clause_breaks_are_found_where_they_were_across_runs_of_spaces():
              "we shipped it   and the board meeting is on October 5", "  ; leading", "one; two;three"]
     for text in texts:
         assert [m.span() for m in rules._CLAUSE_BREAK.finditer(text)] == [m.span() for m in unanchored.finditer(text)]
+
+
+# 8. the same statement with another number, one side with an aside after it (second audit)
+
+
+@pytest.mark.parametrize(("a", "b", "old", "new"), [
+    ("The Q3 marketing budget is 40,000 euros.",
+     "Correction: the Q3 marketing budget is 55,000 euros, finance approved the increase.", "40,000", "55,000"),
+    ("The Q3 marketing budget is 40,000 euros.",
+     "The Q3 marketing budget is 55,000 euros after finance approved the increase.", "40,000", "55,000"),
+    ("The API gateway timeout is 30 seconds.", "The API gateway timeout is 45 seconds, we agreed on it at the retro.",
+     "30", "45"),
+])
+def test_a_number_changed_with_an_aside_conflicts(a, b, old, new):
+    assert _reason(a, b) == f"different number or date for the same statement: {old} vs {new}"
+    assert _reason(b, a) == f"different number or date for the same statement: {new} vs {old}"
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("The Q3 marketing budget is 40,000 euros.", "The Q4 marketing budget is 55,000 euros, finance approved it."),
+    ("Sprint 14 closed 21 of 34 points.", "Sprint 15 closed 30 of 34 points, a record."),
+    ("The Q3 marketing budget is 40,000 euros.", "The Q3 marketing budget is 40,000 euros, finance approved it."),
+])
+def test_another_thing_or_the_same_number_with_an_aside_is_no_conflict(a, b):
+    assert _reason(a, b) is None and _reason(b, a) is None
