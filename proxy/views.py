@@ -18,7 +18,7 @@ import asyncio
 import json
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from urllib.parse import quote
 
 import httpx
@@ -124,10 +124,22 @@ async def _in_auth_thread(fn, /, *args):
     return await asyncio.get_running_loop().run_in_executor(_auth_executor, _db_call(fn, *args))
 
 
+_pending: set[Future] = set()  # background steps not done yet (``wait_background``)
+
+
 def _background(fn, /, *args, request_id: str | None = None) -> None:
     """Fire and forget on the executor: nothing the caller waits for (failures are logged)."""
-    future = asyncio.get_running_loop().run_in_executor(_executor, _db_call(fn, *args, request_id=request_id))
+    future = _executor.submit(_db_call(fn, *args, request_id=request_id))
+    _pending.add(future)
+    future.add_done_callback(_pending.discard)
     future.add_done_callback(_log_failure)
+
+
+def wait_background(timeout: float = 60) -> None:
+    """Waits for the background steps queued so far (a write-back, the stats): a test's teardown
+    empties the tables, and a write-back still running under it deadlocked with the TRUNCATE and
+    then wrote into the next test."""
+    wait(list(_pending), timeout=timeout)
 
 
 def _log_failure(future) -> None:

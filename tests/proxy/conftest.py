@@ -32,9 +32,14 @@ def proxy_server(django_db_setup, django_db_blocker, celery_worker_process, upst
 
 @pytest.fixture(autouse=True)
 def _write_backs_done(request):
-    """A test's last proxied request queues a write-back: let the worker finish it (and the checks
-    it queues) before the test's teardown empties the tables under it."""
+    """A test's last proxied request queues a write-back: let the worker (or, in process, the views'
+    executor) finish it (and the checks it queues) before the test's teardown empties the tables
+    under it."""
     yield
+    # in-process tests: the write-backs and stats steps the views left on their executor
+    from proxy import views
+
+    views.wait_background()
     if "proxy_server" in request.fixturenames:
         from tests.conftest import wait_until_worker_idle
 
