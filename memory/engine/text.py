@@ -641,7 +641,7 @@ def _season_occurrences(name: str, years: Iterable[int]) -> list[tuple[date, dat
 # or Tuesday").
 _WD_WORD = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
 _SET_FOR = re.compile(
-    r"(?:(?<!\bwas )(?<!\bwere )\b(?:is|are|be)\s+(?:(?:on|for)\s+)?"
+    r"(?:(?<!\bwas )(?<!\bwere )\b(?:is|are|be)\s+(?:(?:now|still|currently|again)\s+)?(?:(?:on|for)\s+)?"
     r"|\b(?:scheduled|planned|set|slated|booked|moved|pushed|postponed|rescheduled)\s+(?:back\s+)?(?:for|to|until|till)\s+"
     r"|\bdue\s+(?:on\s+)?"
     r"|\b(?:starts|begins|happens|lands|ships|launches|kicks\s+off)\s+(?:on\s+)?)"
@@ -903,7 +903,8 @@ _PATTERNS: list[tuple[re.Pattern[str], _Handler]] = [
     (
         re.compile(
             rf"\b(?P<mod>last|this|next|in|during|since|until|till|by|around|through|throughout|from)"
-            rf"\s+(?:(?:early|late|mid)[\s-]+)?(?P<mon>{_MONTH_CAP})\b"
+            # (not a month followed by its day: "until December 10" is the 10th, not December)
+            rf"\s+(?:(?:early|late|mid)[\s-]+)?(?P<mon>{_MONTH_CAP})\b(?!\s+\d{{1,2}}(?:st|nd|rd|th)?\b)"
         ),
         _h_named_month,
     ),

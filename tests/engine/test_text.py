@@ -500,6 +500,10 @@ def test_a_holiday_before_a_date_takes_no_other_mention_with_it(text, days):
     ("He moved on Monday.", "2026-11-30"),
     ("Ana's Friday demo went well.", "2026-11-27"),
     ("The report is due Friday.", "2026-12-04"),
+    # "now" between: the day given as the current one (second audit: the past Thursday was taken)
+    ("The deploy window is now Thursday at 16:00.", "2026-12-03"),
+    ("The deploy window is now on Thursday.", "2026-12-03"),
+    ("It was now Thursday and we shipped.", "2026-11-26"),
     # the day itself, said on it
     ("Yay, it's Wednesday!", "2026-12-02"),
     ("The demo is on Wednesday.", "2026-12-02"),
@@ -511,6 +515,17 @@ def test_a_holiday_before_a_date_takes_no_other_mention_with_it(text, days):
 def test_a_weekday_set_for_something_is_the_coming_one(text, day):
     (m,) = resolve_times(text, date(2026, 12, 2))
     assert str(m.start) == day
+
+
+@pytest.mark.parametrize("text,start,end,granularity", [
+    # a month with its day is that day ("until December" read the month and dropped the 10th)
+    ("Sam is on vacation until December 10.", "2026-12-10", "2026-12-10", "day"),
+    ("Sam is on vacation until December 10th.", "2026-12-10", "2026-12-10", "day"),
+    ("Sam is away until December.", "2026-12-01", "2026-12-31", "month"),
+])
+def test_until_a_month_and_its_day_is_the_day(text, start, end, granularity):
+    (m,) = resolve_times(text, date(2026, 11, 30))
+    assert (str(m.start), str(m.end), m.granularity) == (start, end, granularity)
 
 
 def test_every_weekday_of_a_list_set_for_something_is_a_coming_one():
