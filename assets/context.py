@@ -240,6 +240,15 @@ GUIDES = {
 # lines stay, since the nearest memories may still help, but the model is told not to take them for
 # an answer (it presented five unrelated lines as if they answered the question). "Distinctive": the
 # lines may well share a common word with the query ("decide", "team"), which is no match.
+# The recall found nothing the caller may read: said, so that a model does not take an empty recall
+# section for memory not consulted.
+NOTHING_FOUND = {
+    "en": "(No stored memory was found for this query.)",
+    "fr": "(Aucun souvenir enregistré n'a été trouvé pour cette requête.)",
+    "de": "(Zu dieser Anfrage wurde keine gespeicherte Erinnerung gefunden.)",
+    "zh": "（未找到与此查询相关的记忆。）",
+    "es": "(No se encontró ningún recuerdo guardado para esta consulta.)",
+}
 NO_MATCH = {
     "en": "(No stored memory matches this query: none below shares a distinctive word with it or is clearly "
           "close in meaning. These are only the nearest memories and probably do not answer it.)",
@@ -1065,9 +1074,16 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
         if recall:
             note = [NO_MATCH[language]] if no_match else []
             dynamic_text = "\n".join([heads[2], *note, *(recall_line(r, language) for r in recall)])
+        elif not hits:
+            dynamic_text = "\n".join([heads[2], NOTHING_FOUND[language]])
     reasons = {}
     if "embedder" in degraded:
-        reasons["embedder"] = "the embedder is unavailable: recall by words only"
+        from memory.embedding import get_embedder
+
+        # a deployment without one (NYLON_EMBEDDER=none) is not an outage: said as /healthz says it
+        reasons["embedder"] = ("no embedder is configured: recall by words only"
+                               if get_embedder().state.status == "disabled"
+                               else "the embedder is unavailable: recall by words only")
     llm_error = llm_degraded(actor.org)
     if llm_error is not None:
         # In the dynamic part (it changes with the outage, the stable prefix must not), first, and

@@ -141,3 +141,34 @@ def test_an_embedder_of_another_width_degrades_writes_instead_of_failing_them(wo
     finally:
         set_embedder(old)
         get_cache().drop()
+
+
+def test_no_embedder_configured_is_said_so_and_an_empty_recall_is_said(world, client_for):
+    """NYLON_EMBEDDER=none: /healthz calls it disabled, and the context said "the embedder is
+    unavailable" (an outage). And a recall that found nothing left no recall section and no note: a
+    model could not tell "memory has nothing" from "memory was not consulted"."""
+    from memory.embedding import NullEmbedder
+
+    old = get_embedder()
+    set_embedder(NullEmbedder())
+    get_cache().drop()
+    try:
+        c = client_for(world["a"].key)
+        c.post("/api/v1/memories/weave", {"text": "The staging database password rotates every Monday."},
+               format="json")
+        body = c.post("/api/v1/context", {"query": "staging database password"}, format="json").json()
+        assert body["degraded"] == ["embedder"]
+        assert body["degraded_reasons"]["embedder"] == "no embedder is configured: recall by words only"
+        empty = c.post("/api/v1/context", {"query": "Which Kubernetes version do we run?"}, format="json").json()
+        assert empty["recall"] == [] and empty["no_match"] is True
+        assert "(No stored memory was found for this query.)" in empty["dynamic"]
+    finally:
+        set_embedder(old)
+        get_cache().drop()
+    set_embedder(DownEmbedder())
+    try:
+        body = client_for(world["a"].key).post("/api/v1/context", {"query": "staging database password"},
+                                               format="json").json()
+        assert body["degraded_reasons"]["embedder"] == "the embedder is unavailable: recall by words only"
+    finally:
+        set_embedder(old)
