@@ -36,6 +36,18 @@ def test_turns_that_are_not_a_list_are_a_clear_error():
         read_turns('{\n  "turns": "hello"\n}\n', "turns.json")
 
 
+def test_a_broken_first_json_line_is_named_as_the_first():
+    """JSON lines whose first line lacks its "}": the error named line 2 (where the whole-document
+    parse broke); a document over many lines still names where it breaks."""
+    text = '{"text": "Broken first line", "speaker": "a"\n{"text": "fine"}\n'
+    with pytest.raises(ValueError, match=r"^in.jsonl:1: not valid JSON"):
+        read_turns(text, "in.jsonl")
+    with pytest.raises(ValueError, match=r"^in.jsonl:2: not valid JSON"):
+        read_turns('{"text": "fine"}\n{"text": "broken"\n', "in.jsonl")
+    with pytest.raises(ValueError, match=r"^doc.json:3: not valid JSON"):
+        read_turns('{\n  "turns": [\n    {"text": "a",}\n  ]\n}\n', "doc.json")
+
+
 def test_the_newer_side_with_a_time_missing_or_without_a_zone():
     class C:
         node_a = {"id": 1, "occurred_at": None}

@@ -162,6 +162,20 @@ def _read_document(text: str, doc: object, source: str) -> WeaveInput:
     return WeaveInput([_coerce(t, source, n) for t, n in zip(doc, lines, strict=True)], lines, **fields)
 
 
+def _json_lines_after(text: str, n: int) -> bool:
+    """Whether the non-empty lines after line ``n`` are each a JSON object of its own."""
+    rest = [line for line in text.splitlines()[n:] if line.strip()]
+    if not rest:
+        return False
+    for line in rest[:20]:
+        try:
+            if not isinstance(json.loads(line), dict):
+                return False
+        except json.JSONDecodeError:
+            return False
+    return True
+
+
 def read_input(text: str, source: str = "<stdin>") -> WeaveInput:
     """A JSON list (of strings or turn objects), a weave-session body ``{"turns": [...]}`` (with
     its ``session_key``, ``visibility``, ``team_id``, ``end_session`` if given), JSONL (one turn a
@@ -190,9 +204,12 @@ def read_input(text: str, source: str = "<stdin>") -> WeaveInput:
                 value = json.loads(line)
             except json.JSONDecodeError as exc:
                 # A first line that is not JSON on its own: one JSON document over many lines (a
-                # list, or an object pretty-printed), whose own error says where it breaks.
-                raise _not_json(source, doc_error.lineno if not turns else n, doc_error if not turns else exc) \
-                    from None
+                # list, or an object pretty-printed), whose own error says where it breaks; unless
+                # the lines after it are JSON objects each, JSON lines whose first is broken (the
+                # document's error named line 2 of a file whose line 1 lacked its "}").
+                if not turns and not _json_lines_after(text, n):
+                    raise _not_json(source, doc_error.lineno, doc_error) from None
+                raise _not_json(source, n, exc) from None
             turns.append(_coerce(value, source, n, json_lines=True))
             lines.append(n)
         return WeaveInput(turns, lines)
