@@ -1095,6 +1095,10 @@ def build_context(*, actor: Actor, query: str = "", language: str = "en", budget
     tools = [{"asset_id": a.id, "kind": a.kind, "title": a.title} for _, a in tool_pairs]
     return ContextResult(language=language, stable_text=stable_text, stable_hash=stable_hash,
                          dynamic_text=dynamic_text, full=full, index=index, tools=tools, recall=recall,
-                         truncated=truncated, dropped=dropped, budget=budget.__dict__ | {}, degraded=degraded,
+                         # the limits as applied: k below max_recall_items is the number of items asked
+                         truncated=truncated, dropped=dropped,
+                         budget=budget.__dict__ | {"max_recall_items": min(k or budget.max_recall_items,
+                                                                           budget.max_recall_items)},
+                         degraded=degraded,
                          degraded_reasons=reasons, no_match=no_match)
 

@@ -54,6 +54,10 @@ def test_context_k_is_not_cut_to_the_default_recall_budget(world, client_for):
     r = client_for(a.key).post("/api/v1/context", {"query": "payments deploy", "k": 8,
                                                    "budget": {"max_recall_items": 3}}, format="json")
     assert len(r.json()["recall"]) == 3
+    # and the echoed budget is the limit applied: k below max_recall_items is what was asked
+    r = client_for(a.key).post("/api/v1/context", {"query": "payments deploy", "k": 3,
+                                                   "budget": {"max_recall_items": 8}}, format="json")
+    assert len(r.json()["recall"]) == 3 and r.json()["budget"]["max_recall_items"] == 3
     # the service default (the proxy's path) honours k too
     agent_actor = authenticate_key(a.key)
     assert len(build_context(actor=agent_actor, query="payments deploy", k=8, reinforce=False).recall) == 8
