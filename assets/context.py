@@ -611,16 +611,25 @@ def recall_matches(hit, query_tokens: set[str], close_cosine: float | None,
     return cos >= close_cosine + (LACKING_NAME_MARGIN if terms is not None and terms.lacks_name else 0.0)
 
 
-def hits_matching(*, actor: Actor, out, query: str, query_vec: np.ndarray | None) -> set[int]:
-    """The ids of a resonate outcome's hits that match ``query`` (``recall_matches``), for the raw
-    resonate endpoint, which lists the engine's hits as they are: ``query_vec`` is the vector it
+def match_rule(*, actor: Actor, out, query: str, query_vec: np.ndarray | None, embedder=None):
+    """``recall_matches`` bound to this query and recall: the query's tokens, its close cosine and its
+    terms over what the caller may read, worked out once. ``query_vec``: the vector the recall
     searched with (None: the embedder failed)."""
-    from memory.embedding import get_embedder
+    if embedder is None:
+        from memory.embedding import get_embedder
 
+        embedder = get_embedder()
     query_tokens = set(tokenize(query))
-    close_cosine = close_cosine_for(get_embedder(), query_vec if out.vector_used else None)
+    close_cosine = close_cosine_for(embedder, query_vec if out.vector_used else None)
     terms = query_terms(actor, out, query_tokens, query)
-    return {h.node_id for h in out.result.hits if recall_matches(h, query_tokens, close_cosine, terms)}
+    return lambda hit: recall_matches(hit, query_tokens, close_cosine, terms)
+
+
+def hits_matching(*, actor: Actor, out, query: str, query_vec: np.ndarray | None) -> set[int]:
+    """The ids of a resonate outcome's hits that match ``query``, for the raw resonate endpoint,
+    which lists the engine's hits as they are."""
+    matches = match_rule(actor=actor, out=out, query=query, query_vec=query_vec)
+    return {h.node_id for h in out.result.hits if matches(h)}
 
 
 def matched_ids(items) -> list[int]:
@@ -922,19 +931,16 @@ def recall_for(*, actor: Actor, query: str, k: int, depth: int | None = None,
     if asked:  # a query of no words ("👍") is no question a stored text can repeat
         hits = [h for h in hits if words(h.text) != asked]
     meta = recall_meta(actor.org, [h.node_id for h in hits])
-    query_tokens = set(tokenize(query))
-    close_cosine = close_cosine_for(embedder, query_vec if out.vector_used else None)
-    terms = query_terms(actor, out, query_tokens, query)
+    matches = match_rule(actor=actor, out=out, query=query, query_vec=query_vec, embedder=embedder)
     by_id = {h.node_id: h for h in out.result.hits}
     items = [Recalled(hit=h, folded=list(restated.get(h.node_id, [])), **meta.get(h.node_id, {}),
                       # a fact folded into its turn may hold the query's word where the turn says "I"
-                      matched=any(recall_matches(x, query_tokens, close_cosine, terms)
-                                  for x in (h, *(by_id[f] for f in restated.get(h.node_id, ())))))
+                      matched=any(matches(x) for x in (h, *(by_id[f] for f in restated.get(h.node_id, ())))))
              for h in hits]
     _attach_disputes(items, recall_disputes(actor, [x for it in items for x in (it.node_id, *it.folded)]))
     items = _newer_side_first(items)
     return Recall(outcome=out, hits=_in_score_order(_fold_same_texts(_demote_model_answers(items))),
-                  judged=bool(query_tokens), embed_ms=embed_ms)
+                  judged=bool(tokenize(query)), embed_ms=embed_ms)
 
 
 def _attach_disputes(items: list[Recalled], disputes: dict[int, list[dict]]) -> None:
